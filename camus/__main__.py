@@ -1,0 +1,3 @@
+from camus.cli import main
+
+raise SystemExit(main())
