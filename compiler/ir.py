@@ -1,0 +1,169 @@
+"""The pipeline IR (pipeline.json) and a table interpreter for it.
+
+`pipeline()` describes the data plane an application needs: where its messages are, where
+each query field sits, the ordered stages with their match kinds. docs/pipeline-ir.md is the
+reference for the format. `Tables` executes entries.json on a message's field values the
+way any target must: it is what `camus eval` runs, so that anyone can check compiled tables
+against the rules from outside, and the pure-Python model the software switch is tested
+against.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from compiler.spec import Header, Spec
+from compiler.tables import STATE_BITS, Stage
+
+IR_VERSION = 1
+ENTRIES_VERSION = 1
+IPV4_TABLE = "ipv4_lpm"
+EGRESS_TABLE = "egress_udp_rewrite"
+
+
+def stages_for(spec: Spec, order, kinds: dict[str, str]) -> list[Stage]:
+    names = [q.name for q in spec.query_fields.values()]
+    out = []
+    for q in order:
+        base = q.name if names.count(q.name) == 1 else q.qname.replace(".", "_")
+        table = f"{spec.name}_{base}"
+        out.append(Stage(q.qname, kinds[q.qname], table, f"{table}_default", q.width))
+    return out
+
+
+def leaf_table(spec: Spec) -> str:
+    return f"{spec.name}_leaf"
+
+
+def _header(h: Header, bit_offset: int | None = None) -> dict:
+    d = {"name": h.name, "bits": h.bits,
+         "fields": [{"name": f.name, "bit_offset": f.bit_offset, "width": f.width}
+                    for f in h.fields]}
+    if bit_offset is not None:
+        d["bit_offset"] = bit_offset
+    return d
+
+
+def application(spec: Spec, stages: list[Stage]) -> dict:
+    headers, offset = [], 0
+    for h in spec.message_headers:
+        headers.append(_header(h, offset))
+        offset += h.bits
+    app = {
+        "name": spec.name,
+        "udp_port": spec.udp_port,
+        "framing": spec.framing,
+        "packet_header": _header(spec.packet_header) if spec.packet_header else None,
+        "message": {
+            "headers": headers,
+            "bytes": spec.message_bytes,
+            "type_field": spec.message_type_field,
+            "types": list(spec.message_types),
+        },
+        "fields": {q.qname: {"bit_offset": q.bit_offset, "width": q.width, "declared": q.kind,
+                             "ascii": q.ascii} for q in spec.query_fields.values()},
+        "stages": [{"table": s.table, "default_table": s.default_table, "field": s.field,
+                    "match_kind": s.match_kind} for s in stages],
+        "leaf_table": leaf_table(spec),
+    }
+    if spec.message_type_field:
+        f = spec.message_type_field
+        app["message"]["type_field_offset"] = spec.message_offset(f)
+        app["message"]["type_field_width"] = next(
+            x.width for h in spec.message_headers for x in h.fields if x.qname == f)
+    return app
+
+
+def pipeline(apps: list[dict]) -> dict:
+    ports = [a["udp_port"] for a in apps]
+    if len(set(ports)) != len(ports):
+        raise ValueError(f"two applications share a UDP port: {ports}")
+    return {"camus_ir": IR_VERSION, "state_width": STATE_BITS, "applications": apps,
+            "ipv4_table": IPV4_TABLE, "egress_table": EGRESS_TABLE}
+
+
+@dataclass
+class _Stage:
+    field: str
+    kind: str
+    exact: dict = field(default_factory=dict)  # (state, value) -> next
+    ranges: dict = field(default_factory=dict)  # state -> sorted [(lo, hi, prio, next)]
+    prefixes: dict = field(default_factory=dict)  # state -> [(value, plen, next)]
+    width: int = 0
+    default: dict = field(default_factory=dict)  # state -> next
+
+
+class Tables:
+    """Executes one application's stage and leaf tables on field values."""
+
+    def __init__(self, app: dict, entries: dict):
+        self.app = app
+        by_table: dict[str, _Stage] = {}
+        self.stages: list[_Stage] = []
+        for st in app["stages"]:
+            s = _Stage(st["field"], st["match_kind"], width=app["fields"][st["field"]]["width"])
+            by_table[st["table"]] = s
+            by_table[st["default_table"]] = s
+            self.stages.append(s)
+        defaults = {st["default_table"] for st in app["stages"]}
+        self.leaf: dict[int, frozenset[int]] = {}
+        groups = {g["id"]: frozenset(r["port"] for r in g["replicas"])
+                  for g in entries.get("multicast_groups", [])}
+        for e in entries["table_entries"]:
+            t = e["table"]
+            state = e["match"]["state"]["exact"]
+            if t == app["leaf_table"]:
+                p = e["params"]
+                self.leaf[state] = frozenset([p["port"]]) if e["action"] == "fwd" \
+                    else groups[p["group"]]
+                continue
+            s = by_table.get(t)
+            if s is None:
+                continue
+            nxt = e["params"]["state"]
+            if t in defaults:
+                s.default[state] = nxt
+                continue
+            key = e["match"][s.field]
+            if "exact" in key:
+                s.exact[(state, key["exact"])] = nxt
+            elif "range" in key:
+                lo, hi = key["range"]
+                s.ranges.setdefault(state, []).append((lo, hi, e.get("priority", 0), nxt))
+            elif "lpm" in key:
+                value, plen = key["lpm"]
+                s.prefixes.setdefault(state, []).append((value, plen, nxt))
+            else:
+                raise ValueError(f"unsupported match {key}")
+        for s in self.stages:
+            for lst in s.ranges.values():
+                lst.sort()
+            for lst in s.prefixes.values():
+                lst.sort(key=lambda x: -x[1])
+
+    def ports(self, values: dict[str, int]) -> frozenset[int]:
+        state = 0
+        for s in self.stages:
+            state = self._step(s, state, values[s.field])
+        return self.leaf.get(state, frozenset())
+
+    @staticmethod
+    def _step(s: _Stage, state: int, v: int) -> int:
+        if s.kind == "exact":
+            nxt = s.exact.get((state, v))
+            if nxt is not None:
+                return nxt
+        elif s.kind == "range":
+            lst = s.ranges.get(state)
+            if lst:
+                # Range entries never overlap within one state (the IR promises it).
+                i = bisect.bisect_right(lst, (v, 1 << 64))
+                if i and lst[i - 1][0] <= v <= lst[i - 1][1]:
+                    return lst[i - 1][3]
+        elif s.kind == "lpm":
+            for value, plen, nxt in s.prefixes.get(state, ()):
+                shift = s.width - plen
+                if (v >> shift) == (value >> shift):
+                    return nxt
+        return s.default.get(state, state)

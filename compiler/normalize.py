@@ -1,0 +1,95 @@
+"""Filters to disjunctive normal form over per-field interval sets.
+
+A conjunction is a dict `{QueryField: IntervalSet}`; a field it does not mention is
+unconstrained. Negation is pushed onto atoms as interval complement, so `not` never
+survives. Disjuncts that constrain one and the same single field are merged into one
+interval set (so `stock in {A, B, C}` stays one conjunction), duplicates are removed, and a
+rule whose DNF is still absurdly large is rejected rather than compiled for minutes.
+"""
+
+from __future__ import annotations
+
+from compiler import intervals as iv
+from compiler.ast import And, Atom, Const, Filter, Not, Or
+from compiler.errors import RuleError
+from compiler.spec import QueryField
+
+Conjunction = dict[QueryField, iv.IntervalSet]
+MAX_DISJUNCTS = 100_000
+
+
+def dnf(f: Filter, line: int | None = None) -> list[Conjunction]:
+    return _dnf(f, False, line)
+
+
+def _dnf(f: Filter, negated: bool, line: int | None) -> list[Conjunction]:
+    if isinstance(f, Atom):
+        s = iv.of_atom(f)
+        if negated:
+            s = iv.complement(s, f.field.max_value)
+        if not s:
+            return []
+        if s == iv.full(f.field.max_value):
+            return [{}]
+        return [{f.field: s}]
+    if isinstance(f, Const):
+        return [{}] if f.value != negated else []
+    if isinstance(f, Not):
+        return _dnf(f.item, not negated, line)
+    if isinstance(f, (And, Or)):
+        conjunctive = isinstance(f, And) != negated  # De Morgan
+        parts = [_dnf(i, negated, line) for i in f.items]
+        return _product(parts, line) if conjunctive else _simplify([c for p in parts for c in p])
+    raise TypeError(f"not a filter: {f!r}")
+
+
+def _product(parts: list[list[Conjunction]], line: int | None) -> list[Conjunction]:
+    acc: list[Conjunction] = [{}]
+    for part in sorted(parts, key=len):
+        nxt = []
+        for a in acc:
+            for b in part:
+                c = _meet(a, b)
+                if c is not None:
+                    nxt.append(c)
+        if len(nxt) > MAX_DISJUNCTS:
+            raise RuleError(f"this filter expands to more than {MAX_DISJUNCTS} alternatives in "
+                            f"disjunctive normal form; split it into several rules", line, 1)
+        acc = _simplify(nxt)
+        if not acc:
+            return []
+    return acc
+
+
+def _meet(a: Conjunction, b: Conjunction) -> Conjunction | None:
+    if len(a) < len(b):
+        a, b = b, a
+    out = dict(a)
+    for q, s in b.items():
+        if q in out:
+            s = iv.intersect(out[q], s)
+            if not s:
+                return None
+        out[q] = s
+    return out
+
+
+def _simplify(conjs: list[Conjunction]) -> list[Conjunction]:
+    if any(not c for c in conjs):
+        return [{}]
+    single: dict[QueryField, iv.IntervalSet] = {}
+    rest: dict[tuple, Conjunction] = {}
+    for c in conjs:
+        if len(c) == 1:
+            (q, s), = c.items()
+            single[q] = iv.union(single[q], s) if q in single else s
+            if single[q] == iv.full(q.max_value):
+                return [{}]
+        else:
+            rest.setdefault(tuple(sorted(c.items(), key=lambda kv: kv[0].qname)), c)
+    out = [{q: s} for q, s in single.items()]
+    # A multi-field conjunction implied by a single-field one adds nothing.
+    for c in rest.values():
+        if not any(q in c and iv.contains(s, c[q]) for q, s in single.items()):
+            out.append(c)
+    return out

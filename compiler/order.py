@@ -1,0 +1,43 @@
+"""Which field the decision diagram tests first.
+
+Size, never correctness, depends on the order. The heuristic puts the fields with the fewest
+distinct constants first (they fan out least near the root), exact-match fields before range
+fields on a tie (cheap SRAM lookups early), then declaration order. `--field-order` overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from compiler.errors import CamusError
+from compiler.normalize import Conjunction
+from compiler.spec import QueryField, Spec
+
+
+def choose(spec: Spec, conjunctions: Iterable[Conjunction],
+           override: Sequence[str] | None = None) -> list[QueryField]:
+    cuts: dict[QueryField, set[int]] = {}
+    for conj in conjunctions:
+        for q, ivs in conj.items():
+            s = cuts.setdefault(q, set())
+            for lo, hi in ivs:
+                s.add(lo)
+                s.add(hi)
+    used = set(cuts)
+    if override:
+        order = []
+        for name in override:
+            try:
+                q = spec.resolve(name)
+            except CamusError as exc:
+                raise CamusError(f"--field-order: {exc.message}") from None
+            if q in order:
+                raise CamusError(f"--field-order names '{q.qname}' twice")
+            order.append(q)
+        missing = [q.qname for q in spec.query_fields.values() if q in used and q not in order]
+        if missing:
+            raise CamusError(f"--field-order leaves out field(s) the rules test: "
+                             f"{', '.join(missing)}")
+        return [q for q in order if q in used]
+    declared = list(spec.query_fields.values())
+    return sorted(used, key=lambda q: (len(cuts[q]), q.kind != "exact", declared.index(q)))

@@ -1,0 +1,124 @@
+"""Slicing the decision diagram into per-field tables, a leaf table and multicast groups.
+
+Each stage (field) becomes a pair of tables: `table`, keyed `(state, field value)`, and
+`default_table`, keyed `state` alone, consulted on a miss. Per state, the successor that
+covers the most of the field's intervals becomes the default entry, so only the exceptions
+take match entries: for an exact stage those are the constants themselves, for a range stage
+the intervals, for an lpm stage the aligned prefixes that tile them.
+
+Ids are derived from meaning, not from discovery order: a state's id hashes the canonical
+text of its residual rule set, a multicast group's id hashes its port set. Recompiling after
+a small rule change therefore changes few entries (see ARCHITECTURE, "Compiling" step 5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+
+from compiler import intervals as iv
+from compiler.diagram import Diagram
+
+STATE_BITS = 32
+GROUP_BITS = 16
+
+
+@dataclass(frozen=True)
+class Stage:
+    field: str  # qname
+    match_kind: str  # exact | range | lpm
+    table: str
+    default_table: str
+    width: int
+
+
+def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) -> dict:
+    """Nonzero ids of `bits` bits from a hash of each key's text; collisions probe upward.
+
+    Keys are placed in (hash, text) order so that the result depends only on the set of
+    texts, never on the order they were found in.
+    """
+    mask = (1 << bits) - 1
+    taken = set(reserved.values()) | {0}
+    out = dict(reserved)
+    hashed = sorted((int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "big")
+                     & mask, t, k) for k, t in keys.items() if k not in reserved)
+    if len(hashed) + len(taken) > mask:
+        raise OverflowError(f"more than {mask} ids needed in a {bits}-bit space")
+    for h, _, k in hashed:
+        while h in taken:
+            h = (h + 1) & mask
+        taken.add(h)
+        out[k] = h
+    return out
+
+
+def emit(d: Diagram, stages: list[Stage], leaf_table: str) -> tuple[list[dict], list[dict]]:
+    """(table entries, multicast groups) in the entries.json form."""
+    reachable = d.reachable()
+    ids = stable_ids({s: d.describe(s) for s in reachable}, STATE_BITS, {d.root: 0})
+    entries: list[dict] = []
+    dead = {s for s in reachable if d.contents[s] == (frozenset(), frozenset())}
+    for s in reachable:
+        split = d.splits.get(s)
+        if split is None:
+            continue
+        stage = stages[split.stage]
+        default = _default_successor(split.intervals, stage.match_kind, dead)
+        sid = ids[s]
+        # A state left unchanged by a miss passes every later stage and misses the leaf
+        # table: exactly what the dead state does, so a default to it needs no entry.
+        if default not in dead:
+            entries.append({"table": stage.default_table, "match": {"state": {"exact": sid}},
+                            "action": "set_state", "params": {"state": ids[default]}})
+        for lo, hi, t in split.intervals:
+            if t == default:
+                continue
+            for match, priority in _keys(stage, lo, hi):
+                e = {"table": stage.table, "match": {"state": {"exact": sid}, stage.field: match},
+                     "action": "set_state", "params": {"state": ids[t]}}
+                if priority:
+                    e["priority"] = priority
+                entries.append(e)
+    leaves = {s: ports for s, ports in d.leaves().items() if ports}
+    multi = {ports: ",".join(map(str, sorted(ports))) for ports in leaves.values()
+             if len(ports) > 1}
+    group_ids = stable_ids(multi, GROUP_BITS, {})
+    for s, ports in sorted(leaves.items(), key=lambda kv: ids[kv[0]]):
+        if len(ports) == 1:
+            entries.append({"table": leaf_table, "match": {"state": {"exact": ids[s]}},
+                            "action": "fwd", "params": {"port": next(iter(ports))}})
+        else:
+            entries.append({"table": leaf_table, "match": {"state": {"exact": ids[s]}},
+                            "action": "mcast", "params": {"group": group_ids[ports]}})
+    groups = [{"id": gid, "replicas": [{"port": p, "rid": 0} for p in sorted(ports)]}
+              for ports, gid in sorted(group_ids.items(), key=lambda kv: kv[1])]
+    return entries, groups
+
+
+def _default_successor(intervals: list[tuple[int, int, int]], kind: str, dead: set[int]) -> int:
+    if kind == "exact":
+        # Every value between constants leads to the same place: that is the default.
+        for lo, hi, t in intervals:
+            if hi > lo:
+                return t
+    count = Counter(t for _, _, t in intervals)
+    span: Counter = Counter()
+    for lo, hi, t in intervals:
+        span[t] += hi - lo + 1
+    # The dead state as default also saves the default entry itself.
+    return max(count, key=lambda t: (count[t] + (t in dead), span[t], -t))
+
+
+def _keys(stage: Stage, lo: int, hi: int):
+    if stage.match_kind == "exact":
+        for v in range(lo, hi + 1):
+            yield {"exact": v}, None
+    elif stage.match_kind == "range":
+        yield {"range": [lo, hi]}, 1
+    elif stage.match_kind == "lpm":
+        for value, plen in iv.prefixes(lo, hi, stage.width):
+            yield {"lpm": [value, plen]}, None
+    else:
+        raise ValueError(stage.match_kind)

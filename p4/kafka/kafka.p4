@@ -1,0 +1,37 @@
+// camus application spec: the camus Kafka header.
+//
+// The broker shim reframes every Kafka record into fixed-width UDP packets: this header,
+// then (a fragment of) the record itself. Topic and partition are the first things a
+// subscription tests; a topic's schema maps its filterable fields onto the attribute slots
+// (integers, or strings of up to 8 bytes, space-padded), so one static pipeline serves every
+// topic. A record larger than one packet is split into fragments that all carry the same
+// header but for the fragment fields, so every fragment gets the same forwarding decision.
+
+header kafka {
+    bit<32> topic_id;
+    bit<32> partition;
+    bit<64> offset;
+    bit<16> fragment_index;
+    bit<16> fragment_count;
+    bit<32> record_length;
+    bit<64> slot0;
+    bit<64> slot1;
+    bit<64> slot2;
+    bit<64> slot3;
+    bit<64> slot4;
+    bit<64> slot5;
+    bit<64> slot6;
+    bit<64> slot7;
+}
+
+@pragma udp_port(9094)
+@pragma query_field_exact(kafka.topic_id)
+@pragma query_field(kafka.partition)
+@pragma query_field(kafka.slot0)
+@pragma query_field(kafka.slot1)
+@pragma query_field(kafka.slot2)
+@pragma query_field(kafka.slot3)
+@pragma query_field(kafka.slot4)
+@pragma query_field(kafka.slot5)
+@pragma query_field(kafka.slot6)
+@pragma query_field(kafka.slot7)
