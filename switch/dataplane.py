@@ -1,0 +1,209 @@
+"""The in-process data-plane interface that every switch implementation satisfies.
+
+`DataPlane` is built from a pipeline.json document and then programmed and fed exactly like
+a P4 target: table entries in entries.json form are inserted, modified and deleted (P4Runtime
+semantics: insert of an existing entry, modify or delete of a missing one are errors),
+multicast groups are set and deleted, packets go in with their ingress port and come out as
+`(egress_port, bytes)` copies, and counters are read back. The P4Runtime server and the
+broker embed a `DataPlane`; the CLI and the tests use `load(pipeline, entries)`.
+
+Theory of operation: this class owns the control state (the entries and groups as written,
+validated once here) and hands each change to its implementation through four hooks
+(`_install`, `_uninstall`, `_install_group`, `_uninstall_group`). An implementation therefore
+never sees an invalid or conflicting entry, and both implementations accept and refuse
+exactly the same writes. Packet processing and counters are the implementation's own; the
+semantics they must agree on are docs/pipeline-ir.md, with `switch.reference` as the
+executable definition and one shared test suite (tests/switch/) holding them together.
+
+Counters (`counters()`) are a dict:
+  {"tables": {name: {"hits": n, "misses": n}},
+   "ports": {port: {"rx_packets": n, "tx_packets": n}},
+   "drops": {"malformed": n, "truncated": n, "oversized": n, "no_route": n}}
+A stage, default, leaf or egress table counts one lookup per message (egress: per copy); the
+IPv4 table one per packet it forwards or fails to forward.
+"""
+
+from __future__ import annotations
+
+import abc
+import bisect
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from switch.entries import Entry, EntryError, normalise_replicas, parse_entry, parse_group
+from switch.ir import ROLE_ACTIONS, Pipeline, parse_pipeline
+
+DEFAULT_MAX_FRAME = 9216  # jumbo frame; anything longer is dropped as oversized
+DROP_REASONS = ("malformed", "truncated", "oversized", "no_route")
+IMPLEMENTATIONS = ("native", "python")
+
+Output = list[tuple[int, bytes]]
+
+
+class DataPlane(abc.ABC):
+    """A switch pipeline: programmable tables and groups, packets in, copies out."""
+
+    def __init__(self, pipeline: dict | Pipeline, *, max_frame: int = DEFAULT_MAX_FRAME):
+        self.pipeline = pipeline if isinstance(pipeline, Pipeline) else parse_pipeline(pipeline)
+        self.max_frame = max_frame
+        self._entries: dict[tuple, Entry] = {}
+        # (table, state) -> sorted [(lo, hi)] of range entries, to refuse overlaps.
+        self._ranges: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self._groups: dict[int, tuple[tuple[int, int], ...]] = {}
+
+    # ---- control: table entries -------------------------------------------------------
+
+    def insert(self, entry: dict) -> None:
+        """Insert one entries.json entry; EntryError if it exists or conflicts."""
+        e = parse_entry(self.pipeline, entry)
+        if e.key in self._entries:
+            raise EntryError(f"table {e.table!r}: entry already exists: {entry}")
+        self._check_conflicts(e)
+        if e.kind == "range":
+            bisect.insort(self._ranges.setdefault((e.table, e.state), []), (e.a, e.b))
+        self._entries[e.key] = e
+        self._install(e)
+
+    def modify(self, entry: dict) -> None:
+        """Replace the action of an existing entry (same match and priority)."""
+        e = parse_entry(self.pipeline, entry)
+        if e.key not in self._entries:
+            raise EntryError(f"table {e.table!r}: no such entry to modify: {entry}")
+        self._entries[e.key] = e
+        self._install(e)
+
+    def delete(self, entry: dict) -> None:
+        """Delete an existing entry; only its match (and priority) matter."""
+        doc = dict(entry)
+        e = parse_entry(self.pipeline, self._with_placeholder_action(doc))
+        old = self._entries.pop(e.key, None)
+        if old is None:
+            raise EntryError(f"table {e.table!r}: no such entry to delete: {entry}")
+        if old.kind == "range":
+            self._ranges[(old.table, old.state)].remove((old.a, old.b))
+        self._uninstall(old)
+
+    def write(self, updates: Iterable[tuple[str, dict]]) -> None:
+        """Apply ("insert" | "modify" | "delete", entry) updates in order."""
+        ops = {"insert": self.insert, "modify": self.modify, "delete": self.delete}
+        for op, entry in updates:
+            if op not in ops:
+                raise EntryError(f"unknown update type {op!r}")
+            ops[op](entry)
+
+    def entries(self) -> list[dict]:
+        """The installed entries in entries.json form (as written), for Read."""
+        return [e.source for e in self._entries.values()]
+
+    # ---- control: multicast groups ----------------------------------------------------
+
+    def set_group(self, group_id: int, replicas: Sequence[tuple[int, int]]) -> None:
+        """Create or replace multicast group `group_id` with (port, rid) replicas."""
+        gid, _ = parse_group({"id": group_id, "replicas": []})
+        reps = normalise_replicas(gid, replicas)
+        self._groups[gid] = reps
+        self._install_group(gid, reps)
+
+    def delete_group(self, group_id: int) -> None:
+        if group_id not in self._groups:
+            raise EntryError(f"no multicast group {group_id} to delete")
+        del self._groups[group_id]
+        self._uninstall_group(group_id)
+
+    def groups(self) -> dict[int, tuple[tuple[int, int], ...]]:
+        return dict(self._groups)
+
+    def load_entries(self, doc: dict) -> None:
+        """Insert every entry and group of an entries.json document."""
+        if not isinstance(doc, dict) or doc.get("camus_entries") != 1:
+            raise EntryError("entries.json must be an object with camus_entries: 1")
+        for g in doc.get("multicast_groups", []):
+            gid, reps = parse_group(g)
+            self.set_group(gid, reps)
+        for entry in doc.get("table_entries", []):
+            self.insert(entry)
+
+    # ---- data ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def process(self, packet: bytes, in_port: int) -> Output:
+        """Run one frame through the pipeline; return its (egress_port, frame) copies."""
+
+    def process_batch(self, packets: Sequence[bytes], in_port: int) -> list[Output]:
+        """`process` over many frames arriving on one port; one output list per frame."""
+        return [self.process(p, in_port) for p in packets]
+
+    @abc.abstractmethod
+    def counters(self) -> dict[str, Any]:
+        """Table, port and drop counters (see the module docstring)."""
+
+    @abc.abstractmethod
+    def reset_counters(self) -> None:
+        """Zero every counter."""
+
+    # ---- implementation hooks -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def _install(self, entry: Entry) -> None:
+        """Add `entry`, or replace the action of the entry with the same key."""
+
+    @abc.abstractmethod
+    def _uninstall(self, entry: Entry) -> None:
+        """Remove the entry with `entry.key`."""
+
+    @abc.abstractmethod
+    def _install_group(self, group_id: int, replicas: tuple[tuple[int, int], ...]) -> None:
+        """Create or replace a multicast group."""
+
+    @abc.abstractmethod
+    def _uninstall_group(self, group_id: int) -> None:
+        """Remove a multicast group (leaf entries naming it then select no port)."""
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    def _check_conflicts(self, e: Entry) -> None:
+        """Refuse entries whose winner would be ambiguous (the IR forbids overlapping ranges)."""
+        if e.kind == "range":
+            spans = self._ranges.get((e.table, e.state), [])
+            i = bisect.bisect_left(spans, (e.a, e.b))
+            for lo, hi in spans[max(i - 1, 0): i + 1]:
+                if lo <= e.b and e.a <= hi:
+                    raise EntryError(f"table {e.table!r}: range [{e.a}, {e.b}] overlaps [{lo}, {hi}] "
+                                     f"in state {e.state}")
+        elif e.kind == "ternary":
+            for other in self._entries.values():
+                if (other.table == e.table and other.state == e.state and other.priority == e.priority
+                        and (other.a ^ e.a) & other.b & e.b == 0):
+                    raise EntryError(f"table {e.table!r}: ternary entries with equal priority "
+                                     f"{e.priority} overlap in state {e.state}")
+
+    def _with_placeholder_action(self, doc: dict) -> dict:
+        """A delete names only the match; give it a valid action so it parses like an entry."""
+        info = self.pipeline.tables.get(doc.get("table"))
+        if info is not None and "action" not in doc:
+            action = ROLE_ACTIONS[info.role][0]
+            doc["action"] = action
+            doc["params"] = {"set_state": {"state": 0}, "fwd": {"port": 0},
+                             "set_udp_port": {"port": 0}}.get(action, {})
+        return doc
+
+
+def new(pipeline: dict | Pipeline, impl: str = "native", **options: Any) -> DataPlane:
+    """An empty data plane of the chosen implementation ("native" or "python")."""
+    if impl == "python":
+        from switch.reference import ReferenceDataPlane
+
+        return ReferenceDataPlane(pipeline, **options)
+    if impl == "native":
+        from switch.native_dataplane import NativeDataPlane
+
+        return NativeDataPlane(pipeline, **options)
+    raise ValueError(f"unknown data-plane implementation {impl!r} (one of {IMPLEMENTATIONS})")
+
+
+def load(pipeline: dict | Pipeline, entries: dict | None = None, impl: str = "native", **options: Any) -> DataPlane:
+    """A data plane running `pipeline` (pipeline.json) holding `entries` (entries.json)."""
+    dp = new(pipeline, impl, **options)
+    if entries is not None:
+        dp.load_entries(entries)
+    return dp

@@ -1,0 +1,152 @@
+//! `switch._native`: the Python binding of the compiled data plane.
+//!
+//! One class, `Switch`, built from a JSON plan that switch/native_dataplane.py derives from
+//! pipeline.json. Control calls take entries already validated and reduced to integers by
+//! the Python control layer. Data calls come in three shapes: one frame (`process`), many
+//! frames packed into one buffer with a little-endian u32 length per frame
+//! (`process_packed`, returning the copies packed the same way plus a record per copy), and
+//! `classify_packed`, the table walk alone (one leaf code per message, no replication), which
+//! the benchmark measures.
+
+mod switch;
+mod tables;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::switch::{Copy, Plan};
+use crate::tables::Action;
+
+#[pyclass(module = "switch._native")]
+struct Switch {
+    inner: switch::Switch,
+}
+
+/// Iterate (start, len) of frames packed as `buf` with u32 little-endian `lengths`.
+fn frames<'a>(buf: &'a [u8], lengths: &'a [u8]) -> PyResult<Vec<&'a [u8]>> {
+    if lengths.len() % 4 != 0 {
+        return Err(PyValueError::new_err("lengths must hold little-endian u32 values"));
+    }
+    let mut out = Vec::with_capacity(lengths.len() / 4);
+    let mut pos = 0usize;
+    for c in lengths.chunks_exact(4) {
+        let n = u32::from_le_bytes(c.try_into().unwrap()) as usize;
+        if pos + n > buf.len() {
+            return Err(PyValueError::new_err("lengths run past the end of the buffer"));
+        }
+        out.push(&buf[pos..pos + n]);
+        pos += n;
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl Switch {
+    #[new]
+    fn new(plan: &str) -> PyResult<Self> {
+        let plan: Plan = serde_json::from_str(plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let inner = switch::Switch::new(plan).map_err(PyValueError::new_err)?;
+        Ok(Switch { inner })
+    }
+
+    /// Add an entry or replace the action of the entry with the same key.
+    #[allow(clippy::too_many_arguments)]
+    fn install(&mut self, table: usize, state: u64, a: u64, b: u64, priority: u32, code: u8, param: u64) -> PyResult<()> {
+        let t = self.inner.tables.get_mut(table).ok_or_else(|| PyValueError::new_err("no such table"))?;
+        t.install(state, a, b, priority, Action { code, param });
+        Ok(())
+    }
+
+    fn uninstall(&mut self, table: usize, state: u64, a: u64, b: u64, priority: u32) -> PyResult<()> {
+        let t = self.inner.tables.get_mut(table).ok_or_else(|| PyValueError::new_err("no such table"))?;
+        t.uninstall(state, a, b, priority);
+        Ok(())
+    }
+
+    fn set_group(&mut self, group: u32, replicas: Vec<(u32, u16)>) {
+        self.inner.groups.insert(group, replicas);
+    }
+
+    fn delete_group(&mut self, group: u32) {
+        self.inner.groups.remove(&group);
+    }
+
+    /// One frame in; a list of (egress_port, frame) copies out.
+    fn process<'py>(&mut self, py: Python<'py>, packet: &[u8], in_port: u32) -> PyResult<Bound<'py, PyList>> {
+        let mut buf = Vec::new();
+        let mut copies: Vec<Copy> = Vec::new();
+        self.inner.process(packet, in_port, &mut buf, &mut copies);
+        PyList::new(
+            py,
+            copies.iter().map(|c| (c.port, PyBytes::new(py, &buf[c.start..c.start + c.len]))),
+        )
+    }
+
+    /// Many frames in (packed); returns (copies buffer, records) where records holds, per
+    /// copy, four little-endian u32: input frame index, egress port, offset, length.
+    fn process_packed<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        lengths: &[u8],
+        in_port: u32,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let input = frames(buf, lengths)?;
+        let mut out = Vec::with_capacity(buf.len() * 2);
+        let mut copies: Vec<Copy> = Vec::new();
+        let mut records: Vec<u8> = Vec::new();
+        for (i, frame) in input.iter().enumerate() {
+            let before = copies.len();
+            self.inner.process(frame, in_port, &mut out, &mut copies);
+            for c in &copies[before..] {
+                for v in [i as u32, c.port, c.start as u32, c.len as u32] {
+                    records.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        Ok((PyBytes::new(py, &out), PyBytes::new(py, &records)))
+    }
+
+    /// The table walk alone: returns (leaf codes, one little-endian u64 per message block;
+    /// block counts, one little-endian u32 per frame). A code is 0 (nothing selected),
+    /// 1<<32 | port (fwd) or 2<<32 | group (mcast).
+    fn classify_packed<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        lengths: &[u8],
+        in_port: u32,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let input = frames(buf, lengths)?;
+        let mut codes: Vec<u64> = Vec::with_capacity(input.len() * 8);
+        let mut counts: Vec<u8> = Vec::with_capacity(input.len() * 4);
+        for frame in &input {
+            let n = self.inner.classify(frame, in_port, &mut codes);
+            counts.extend_from_slice(&n.to_le_bytes());
+        }
+        let code_bytes: Vec<u8> = codes.iter().flat_map(|c| c.to_le_bytes()).collect();
+        Ok((PyBytes::new(py, &code_bytes), PyBytes::new(py, &counts)))
+    }
+
+    /// (hits per table index, misses per table index, {port: (rx, tx)}, drops by reason
+    /// [malformed, truncated, oversized, no_route]).
+    #[allow(clippy::type_complexity)]
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<(Vec<u64>, Vec<u64>, Bound<'py, PyDict>, [u64; 4])> {
+        let ports = PyDict::new(py);
+        for (p, c) in &self.inner.ports {
+            ports.set_item(*p, (c.rx, c.tx))?;
+        }
+        Ok((self.inner.hits.clone(), self.inner.misses.clone(), ports, self.inner.drops))
+    }
+
+    fn reset_counters(&mut self) {
+        self.inner.reset_counters();
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Switch>()?;
+    Ok(())
+}

@@ -1,0 +1,538 @@
+//! The packet path: parse, per-message table walk, replication, MoldUDP64 pruning, egress.
+//!
+//! Semantics are docs/pipeline-ir.md, as executed by switch/reference.py; the shared test
+//! suite (tests/switch/) holds the two together, counters included. The pipeline arrives as a
+//! `Plan` (names already resolved to table indices and bit offsets by
+//! switch/native_dataplane.py). Copies are written back to back into one output buffer so a
+//! batch costs no allocation per copy.
+
+use crate::tables::{Action, Table, DROP, FWD, MCAST};
+use rustc_hash::FxHashMap;
+use serde::Deserialize;
+
+const ETH: usize = 14;
+const UDP: usize = 8;
+const MOLD: usize = 20;
+
+pub const MALFORMED: usize = 0;
+pub const TRUNCATED: usize = 1;
+pub const OVERSIZED: usize = 2;
+pub const NO_ROUTE: usize = 3;
+
+#[derive(Deserialize)]
+pub struct PlanField {
+    pub bit_offset: u32,
+    pub width: u32,
+}
+
+#[derive(Deserialize)]
+pub struct PlanStage {
+    pub field: PlanField,
+    pub table: usize,
+    pub default_table: usize,
+}
+
+#[derive(Deserialize)]
+pub struct PlanApp {
+    pub udp_port: u16,
+    pub moldudp64: bool,
+    pub message_bytes: usize,
+    pub type_field: Option<PlanField>,
+    pub types: Vec<u64>,
+    pub stages: Vec<PlanStage>,
+    pub leaf_table: usize,
+}
+
+#[derive(Deserialize)]
+pub struct PlanTable {
+    pub kind: String,
+    pub width: u32,
+}
+
+#[derive(Deserialize)]
+pub struct Plan {
+    pub max_frame: usize,
+    pub apps: Vec<PlanApp>,
+    pub tables: Vec<PlanTable>,
+    pub ipv4_table: usize,
+    pub egress_table: usize,
+}
+
+/// Where a field sits: the bytes to read and how to cut the value out of them.
+#[derive(Clone, Copy)]
+struct Extractor {
+    first: usize,
+    nbytes: usize,
+    shift: u32,
+    mask: u64,
+}
+
+impl Extractor {
+    fn new(f: &PlanField) -> Extractor {
+        let first = (f.bit_offset / 8) as usize;
+        let end = ((f.bit_offset + f.width + 7) / 8) as usize;
+        Extractor {
+            first,
+            nbytes: end - first,
+            shift: (end * 8) as u32 - f.bit_offset - f.width,
+            mask: if f.width >= 64 { u64::MAX } else { (1u64 << f.width) - 1 },
+        }
+    }
+
+    /// The field's value; `msg` is at least message_bytes long, which covers the field.
+    #[inline(always)]
+    fn get(&self, msg: &[u8]) -> u64 {
+        let bytes = &msg[self.first..self.first + self.nbytes];
+        let mut raw: u128 = 0;
+        if self.nbytes == 8 {
+            raw = u64::from_be_bytes(bytes.try_into().unwrap()) as u128;
+        } else {
+            for &b in bytes {
+                raw = (raw << 8) | b as u128;
+            }
+        }
+        ((raw >> self.shift) as u64) & self.mask
+    }
+}
+
+struct Stage {
+    field: Extractor,
+    table: usize,
+    default_table: usize,
+}
+
+struct App {
+    udp_port: u16,
+    moldudp64: bool,
+    message_bytes: usize,
+    type_field: Option<Extractor>,
+    types: Vec<u64>,
+    stages: Vec<Stage>,
+    leaf_table: usize,
+}
+
+#[derive(Default, Clone, Copy)]
+pub struct PortCounters {
+    pub rx: u64,
+    pub tx: u64,
+}
+
+/// The leaf outcome of one message, as the classify call reports it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Leaf {
+    None,
+    Port(u32),
+    Group(u32),
+}
+
+impl Leaf {
+    /// 0 = no selection, 1<<32 | port = fwd, 2<<32 | group = mcast.
+    pub fn code(self) -> u64 {
+        match self {
+            Leaf::None => 0,
+            Leaf::Port(p) => (1u64 << 32) | p as u64,
+            Leaf::Group(g) => (2u64 << 32) | g as u64,
+        }
+    }
+}
+
+pub struct Switch {
+    max_frame: usize,
+    apps: Vec<App>,
+    pub tables: Vec<Table>,
+    ipv4_table: usize,
+    egress_table: usize,
+    pub groups: FxHashMap<u32, Vec<(u32, u16)>>,
+    pub hits: Vec<u64>,
+    pub misses: Vec<u64>,
+    pub ports: FxHashMap<u32, PortCounters>,
+    pub drops: [u64; 4],
+    // Scratch reused across packets: message blocks, leaves, (port, rid, message) triples.
+    blocks: Vec<(usize, usize)>,
+    leaves: Vec<Leaf>,
+    picks: Vec<(u32, u16, u32)>,
+}
+
+/// One copy in the output buffer.
+pub struct Copy {
+    pub port: u32,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// Where a frame's UDP datagram lies, once the headers have been checked.
+struct Udp {
+    l4: usize,
+    start: usize,
+    end: usize,
+    dport: u16,
+}
+
+enum Parsed {
+    Drop(usize),
+    /// Plain IPv4 (not UDP, a fragment, or a UDP port no application uses).
+    Ip,
+    Udp(Udp),
+}
+
+#[inline(always)]
+fn be16(b: &[u8], i: usize) -> usize {
+    ((b[i] as usize) << 8) | b[i + 1] as usize
+}
+
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    let mut i = 0;
+    while i + 1 < h.len() {
+        if i != 10 {
+            sum += ((h[i] as u32) << 8) | h[i + 1] as u32;
+        }
+        i += 2;
+    }
+    if i < h.len() {
+        sum += (h[i] as u32) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+fn parse(frame: &[u8], max_frame: usize) -> Parsed {
+    if frame.len() > max_frame {
+        return Parsed::Drop(OVERSIZED);
+    }
+    if frame.len() < ETH {
+        return Parsed::Drop(TRUNCATED);
+    }
+    if be16(frame, 12) != 0x0800 {
+        return Parsed::Drop(NO_ROUTE);
+    }
+    if frame.len() < ETH + 20 {
+        return Parsed::Drop(TRUNCATED);
+    }
+    let v = frame[ETH];
+    if v >> 4 != 4 || v & 0x0F < 5 {
+        return Parsed::Drop(MALFORMED);
+    }
+    let ihl = ((v & 0x0F) as usize) * 4;
+    let total = be16(frame, ETH + 2);
+    if total < ihl {
+        return Parsed::Drop(MALFORMED);
+    }
+    if frame.len() < ETH + total {
+        return Parsed::Drop(TRUNCATED);
+    }
+    let ip_end = ETH + total;
+    let fragment = be16(frame, ETH + 6) & 0x3FFF != 0;
+    if frame[ETH + 9] != 17 || fragment {
+        return Parsed::Ip;
+    }
+    let l4 = ETH + ihl;
+    if l4 + UDP > ip_end {
+        return Parsed::Drop(TRUNCATED);
+    }
+    let ulen = be16(frame, l4 + 4);
+    if ulen < UDP {
+        return Parsed::Drop(MALFORMED);
+    }
+    if l4 + ulen > ip_end {
+        return Parsed::Drop(TRUNCATED);
+    }
+    Parsed::Udp(Udp { l4, start: l4 + UDP, end: l4 + ulen, dport: be16(frame, l4 + 2) as u16 })
+}
+
+impl Switch {
+    pub fn new(plan: Plan) -> Result<Switch, String> {
+        let mut tables = Vec::new();
+        for t in &plan.tables {
+            tables.push(Table::new(&t.kind, t.width).ok_or_else(|| format!("unknown table kind {}", t.kind))?);
+        }
+        let n = tables.len();
+        let check = |i: usize| if i < n { Ok(i) } else { Err(format!("table index {i} out of range")) };
+        let mut apps = Vec::new();
+        for a in &plan.apps {
+            let mut stages = Vec::new();
+            for s in &a.stages {
+                stages.push(Stage {
+                    field: Extractor::new(&s.field),
+                    table: check(s.table)?,
+                    default_table: check(s.default_table)?,
+                });
+            }
+            apps.push(App {
+                udp_port: a.udp_port,
+                moldudp64: a.moldudp64,
+                message_bytes: a.message_bytes,
+                type_field: a.type_field.as_ref().map(Extractor::new),
+                types: a.types.clone(),
+                stages,
+                leaf_table: check(a.leaf_table)?,
+            });
+        }
+        Ok(Switch {
+            max_frame: plan.max_frame,
+            apps,
+            hits: vec![0; n],
+            misses: vec![0; n],
+            tables,
+            ipv4_table: check(plan.ipv4_table)?,
+            egress_table: check(plan.egress_table)?,
+            groups: FxHashMap::default(),
+            ports: FxHashMap::default(),
+            drops: [0; 4],
+            blocks: Vec::new(),
+            leaves: Vec::new(),
+            picks: Vec::new(),
+        })
+    }
+
+    pub fn reset_counters(&mut self) {
+        self.hits.iter_mut().for_each(|x| *x = 0);
+        self.misses.iter_mut().for_each(|x| *x = 0);
+        self.ports.clear();
+        self.drops = [0; 4];
+    }
+
+    #[inline(always)]
+    fn lookup(&mut self, table: usize, state: u64, v: u64) -> Option<Action> {
+        let hit = self.tables[table].lookup(state, v);
+        if hit.is_some() {
+            self.hits[table] += 1;
+        } else {
+            self.misses[table] += 1;
+        }
+        hit
+    }
+
+    fn app_index(&self, dport: u16) -> Option<usize> {
+        self.apps.iter().position(|a| a.udp_port == dport)
+    }
+
+    /// Split the datagram into message blocks (into self.blocks); the MoldUDP64 sequence.
+    fn split(&mut self, frame: &[u8], app: usize, u: &Udp) -> Result<u64, usize> {
+        self.blocks.clear();
+        if !self.apps[app].moldudp64 {
+            self.blocks.push((u.start, u.end - u.start));
+            return Ok(0);
+        }
+        if u.end - u.start < MOLD {
+            return Err(TRUNCATED);
+        }
+        let seq = u64::from_be_bytes(frame[u.start + 10..u.start + 18].try_into().unwrap());
+        let count = be16(frame, u.start + 18);
+        let count = if count == 0xFFFF { 0 } else { count };
+        let mut pos = u.start + MOLD;
+        for _ in 0..count {
+            if pos + 2 > u.end {
+                return Err(TRUNCATED);
+            }
+            let n = be16(frame, pos);
+            if pos + 2 + n > u.end {
+                return Err(TRUNCATED);
+            }
+            self.blocks.push((pos + 2, n));
+            pos += 2 + n;
+        }
+        Ok(seq)
+    }
+
+    /// Walk the stages for one message and return its leaf.
+    #[inline(always)]
+    fn classify_message(&mut self, app: usize, msg: &[u8]) -> Leaf {
+        let a = &self.apps[app];
+        if msg.len() < a.message_bytes {
+            return Leaf::None;
+        }
+        if let Some(t) = &a.type_field {
+            if !a.types.contains(&t.get(msg)) {
+                return Leaf::None;
+            }
+        }
+        let mut state = 0u64;
+        for i in 0..self.apps[app].stages.len() {
+            let st = &self.apps[app].stages[i];
+            let (v, table, default_table) = (st.field.get(msg), st.table, st.default_table);
+            let hit = match self.lookup(table, state, v) {
+                Some(h) => Some(h),
+                None => self.lookup(default_table, state, 0),
+            };
+            if let Some(h) = hit {
+                state = h.param;
+            }
+        }
+        let leaf_table = self.apps[app].leaf_table;
+        match self.lookup(leaf_table, state, 0) {
+            Some(Action { code: FWD, param }) => Leaf::Port(param as u32),
+            Some(Action { code: MCAST, param }) => Leaf::Group(param as u32),
+            _ => Leaf::None,
+        }
+    }
+
+    /// Classify every message of one frame, appending one leaf code per message block.
+    /// Returns the number of blocks (0 for a dropped or non-subscription frame).
+    pub fn classify(&mut self, frame: &[u8], in_port: u32, out: &mut Vec<u64>) -> u32 {
+        self.ports.entry(in_port).or_default().rx += 1;
+        let u = match parse(frame, self.max_frame) {
+            Parsed::Udp(u) => u,
+            _ => return 0,
+        };
+        let app = match self.app_index(u.dport) {
+            Some(a) => a,
+            None => return 0,
+        };
+        if self.split(frame, app, &u).is_err() {
+            return 0;
+        }
+        let blocks = std::mem::take(&mut self.blocks);
+        for &(off, n) in &blocks {
+            let leaf = self.classify_message(app, &frame[off..off + n]);
+            out.push(leaf.code());
+        }
+        let n = blocks.len() as u32;
+        self.blocks = blocks;
+        n
+    }
+
+    /// Forward one frame: append its copies to `buf`/`copies`, count everything.
+    pub fn process(&mut self, frame: &[u8], in_port: u32, buf: &mut Vec<u8>, copies: &mut Vec<Copy>) {
+        self.ports.entry(in_port).or_default().rx += 1;
+        let first_copy = copies.len();
+        match self.forward(frame, buf, copies) {
+            Ok(()) => {
+                for c in &copies[first_copy..] {
+                    self.ports.entry(c.port).or_default().tx += 1;
+                }
+            }
+            Err(reason) => self.drops[reason] += 1,
+        }
+    }
+
+    fn forward(&mut self, frame: &[u8], buf: &mut Vec<u8>, copies: &mut Vec<Copy>) -> Result<(), usize> {
+        match parse(frame, self.max_frame) {
+            Parsed::Drop(reason) => return Err(reason),
+            Parsed::Ip => {}
+            Parsed::Udp(u) => {
+                if let Some(app) = self.app_index(u.dport) {
+                    if self.subscription(frame, app, &u, buf, copies)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.ipv4(frame, buf, copies)
+    }
+
+    fn ipv4(&mut self, frame: &[u8], buf: &mut Vec<u8>, copies: &mut Vec<Copy>) -> Result<(), usize> {
+        let dst = u32::from_be_bytes(frame[ETH + 16..ETH + 20].try_into().unwrap()) as u64;
+        match self.lookup(self.ipv4_table, 0, dst) {
+            Some(a) if a.code != DROP => {
+                copies.push(Copy { port: a.param as u32, start: buf.len(), len: frame.len() });
+                buf.extend_from_slice(frame);
+                Ok(())
+            }
+            _ => Err(NO_ROUTE),
+        }
+    }
+
+    /// Replicate and prune; Ok(false) when no message was selected (IPv4 forwarding then).
+    fn subscription(
+        &mut self,
+        frame: &[u8],
+        app: usize,
+        u: &Udp,
+        buf: &mut Vec<u8>,
+        copies: &mut Vec<Copy>,
+    ) -> Result<bool, usize> {
+        let seq = self.split(frame, app, u)?;
+        let blocks = std::mem::take(&mut self.blocks);
+        let mut leaves = std::mem::take(&mut self.leaves);
+        leaves.clear();
+        for &(off, n) in &blocks {
+            leaves.push(self.classify_message(app, &frame[off..off + n]));
+        }
+        let mut picks = std::mem::take(&mut self.picks);
+        picks.clear();
+        for (i, leaf) in leaves.iter().enumerate() {
+            match *leaf {
+                Leaf::None => {}
+                Leaf::Port(p) => picks.push((p, 0, i as u32)),
+                Leaf::Group(g) => {
+                    if let Some(reps) = self.groups.get(&g) {
+                        picks.extend(reps.iter().map(|&(p, r)| (p, r, i as u32)));
+                    }
+                }
+            }
+        }
+        let selected = !picks.is_empty();
+        if selected {
+            picks.sort_unstable();
+            let mold = self.apps[app].moldudp64;
+            let mut i = 0;
+            while i < picks.len() {
+                let (port, rid) = (picks[i].0, picks[i].1);
+                let mut j = i;
+                while j < picks.len() && picks[j].0 == port && picks[j].1 == rid {
+                    j += 1;
+                }
+                let dport = self.lookup(self.egress_table, port as u64, rid as u64).map(|a| a.param as u16);
+                let start = buf.len();
+                self.write_copy(frame, u, mold, seq, &blocks, &picks[i..j], dport, buf);
+                copies.push(Copy { port, start, len: buf.len() - start });
+                i = j;
+            }
+        }
+        self.blocks = blocks;
+        self.leaves = leaves;
+        self.picks = picks;
+        Ok(selected)
+    }
+
+    /// Append one copy: headers of `frame`, then the kept messages (`kept` sorted by index).
+    #[allow(clippy::too_many_arguments)]
+    fn write_copy(
+        &self,
+        frame: &[u8],
+        u: &Udp,
+        mold: bool,
+        seq: u64,
+        blocks: &[(usize, usize)],
+        kept: &[(u32, u16, u32)],
+        dport: Option<u16>,
+        buf: &mut Vec<u8>,
+    ) {
+        let start = buf.len();
+        buf.extend_from_slice(&frame[..u.start]);
+        if mold {
+            let first = kept[0].2 as usize;
+            let last = kept[kept.len() - 1].2 as usize;
+            buf.extend_from_slice(&frame[u.start..u.start + 10]);
+            buf.extend_from_slice(&seq.wrapping_add(first as u64).to_be_bytes());
+            buf.extend_from_slice(&((last - first + 1) as u16).to_be_bytes());
+            let mut k = 0;
+            for (i, &(off, n)) in blocks.iter().enumerate().take(last + 1).skip(first) {
+                if kept[k].2 as usize == i {
+                    buf.extend_from_slice(&frame[off - 2..off + n]);
+                    k += 1;
+                } else {
+                    buf.extend_from_slice(&[0, 0]);
+                }
+            }
+        } else {
+            buf.extend_from_slice(&frame[u.start..u.end]);
+        }
+        // Fix IPv4 total length and checksum, UDP length, destination port and checksum.
+        let ip = start + ETH;
+        let l4 = start + u.l4;
+        let total = buf.len() - ip;
+        buf[ip + 2..ip + 4].copy_from_slice(&(total as u16).to_be_bytes());
+        let csum = ipv4_checksum(&buf[ip..l4]);
+        buf[ip + 10..ip + 12].copy_from_slice(&csum.to_be_bytes());
+        let ulen = (buf.len() - l4) as u16;
+        buf[l4 + 4..l4 + 6].copy_from_slice(&ulen.to_be_bytes());
+        if let Some(p) = dport {
+            buf[l4 + 2..l4 + 4].copy_from_slice(&p.to_be_bytes());
+        }
+        buf[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+    }
+}

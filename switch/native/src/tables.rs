@@ -1,0 +1,244 @@
+//! Match-action tables keyed by (state, value), one structure per match kind.
+//!
+//! Entries arrive already validated by the Python control layer (switch/dataplane.py):
+//! ranges within one state never overlap, equal-priority ternary entries never overlap,
+//! values fit their widths. So each structure only has to be fast: exact keys in one hash
+//! map, ranges as per-state sorted disjoint intervals searched by bisection, LPM as one hash
+//! map per prefix length tried longest first, ternary as a per-state list by priority.
+
+use rustc_hash::FxHashMap;
+
+/// Action codes shared with switch/native_dataplane.py (all are listed, though the packet
+/// path only needs to tell fwd, mcast and drop apart: any other action carries a state or a
+/// UDP port in `param`).
+#[allow(dead_code)]
+pub const SET_STATE: u8 = 1;
+pub const FWD: u8 = 2;
+pub const MCAST: u8 = 3;
+pub const DROP: u8 = 4;
+#[allow(dead_code)]
+pub const SET_UDP_PORT: u8 = 5;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action {
+    pub code: u8,
+    pub param: u64,
+}
+
+/// Sorted disjoint inclusive intervals of one state.
+#[derive(Default)]
+pub struct RangeSet {
+    los: Vec<u64>,
+    his: Vec<u64>,
+    acts: Vec<Action>,
+}
+
+impl RangeSet {
+    fn insert(&mut self, lo: u64, hi: u64, act: Action) {
+        let i = self.los.partition_point(|&x| x < lo);
+        if i < self.los.len() && self.los[i] == lo && self.his[i] == hi {
+            self.acts[i] = act;
+        } else {
+            self.los.insert(i, lo);
+            self.his.insert(i, hi);
+            self.acts.insert(i, act);
+        }
+    }
+
+    fn remove(&mut self, lo: u64, hi: u64) {
+        let i = self.los.partition_point(|&x| x < lo);
+        if i < self.los.len() && self.los[i] == lo && self.his[i] == hi {
+            self.los.remove(i);
+            self.his.remove(i);
+            self.acts.remove(i);
+        }
+    }
+
+    #[inline]
+    fn lookup(&self, v: u64) -> Option<Action> {
+        // The last interval starting at or below v is the only one that can hold it.
+        let i = self.los.partition_point(|&x| x <= v);
+        if i > 0 && v <= self.his[i - 1] {
+            Some(self.acts[i - 1])
+        } else {
+            None
+        }
+    }
+}
+
+/// Prefixes of one state: (prefix length, masked value -> action), longest first.
+#[derive(Default)]
+pub struct LpmSet {
+    by_len: Vec<(u32, FxHashMap<u64, Action>)>,
+}
+
+fn prefix_mask(width: u32, plen: u32) -> u64 {
+    if plen == 0 {
+        0
+    } else {
+        let ones = if plen >= 64 { u64::MAX } else { (1u64 << plen) - 1 };
+        ones << (width - plen)
+    }
+}
+
+pub enum Table {
+    /// Keyed by the state alone: default and leaf tables.
+    State(FxHashMap<u64, Action>),
+    /// Keyed by (state, value): exact stage tables and the egress table (port, rid).
+    Exact(FxHashMap<(u64, u64), Action>),
+    Range(FxHashMap<u64, RangeSet>),
+    Lpm(u32, FxHashMap<u64, LpmSet>),
+    Ternary(FxHashMap<u64, Vec<(u32, u64, u64, Action)>>),
+}
+
+impl Table {
+    pub fn new(kind: &str, width: u32) -> Option<Table> {
+        Some(match kind {
+            "state" => Table::State(FxHashMap::default()),
+            "exact" => Table::Exact(FxHashMap::default()),
+            "range" => Table::Range(FxHashMap::default()),
+            "lpm" => Table::Lpm(width, FxHashMap::default()),
+            "ternary" => Table::Ternary(FxHashMap::default()),
+            _ => return None,
+        })
+    }
+
+    /// Add an entry or replace the action of the entry with the same key.
+    pub fn install(&mut self, state: u64, a: u64, b: u64, priority: u32, act: Action) {
+        match self {
+            Table::State(m) => {
+                m.insert(state, act);
+            }
+            Table::Exact(m) => {
+                m.insert((state, a), act);
+            }
+            Table::Range(m) => m.entry(state).or_default().insert(a, b, act),
+            Table::Lpm(width, m) => {
+                let set = m.entry(state).or_default();
+                let plen = b as u32;
+                let mask = prefix_mask(*width, plen);
+                match set.by_len.iter_mut().find(|(l, _)| *l == plen) {
+                    Some((_, map)) => {
+                        map.insert(a & mask, act);
+                    }
+                    None => {
+                        let mut map = FxHashMap::default();
+                        map.insert(a & mask, act);
+                        set.by_len.push((plen, map));
+                        set.by_len.sort_by(|x, y| y.0.cmp(&x.0));
+                    }
+                }
+            }
+            Table::Ternary(m) => {
+                let list = m.entry(state).or_default();
+                match list.iter_mut().find(|e| e.0 == priority && e.1 == a && e.2 == b) {
+                    Some(e) => e.3 = act,
+                    None => {
+                        list.push((priority, a, b, act));
+                        list.sort_by(|x, y| y.0.cmp(&x.0));
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn uninstall(&mut self, state: u64, a: u64, b: u64, priority: u32) {
+        match self {
+            Table::State(m) => {
+                m.remove(&state);
+            }
+            Table::Exact(m) => {
+                m.remove(&(state, a));
+            }
+            Table::Range(m) => {
+                if let Some(set) = m.get_mut(&state) {
+                    set.remove(a, b);
+                    if set.los.is_empty() {
+                        m.remove(&state);
+                    }
+                }
+            }
+            Table::Lpm(_, m) => {
+                if let Some(set) = m.get_mut(&state) {
+                    let plen = b as u32;
+                    if let Some(pos) = set.by_len.iter().position(|(l, _)| *l == plen) {
+                        set.by_len[pos].1.remove(&a);
+                        if set.by_len[pos].1.is_empty() {
+                            set.by_len.remove(pos);
+                        }
+                    }
+                    if set.by_len.is_empty() {
+                        m.remove(&state);
+                    }
+                }
+            }
+            Table::Ternary(m) => {
+                if let Some(list) = m.get_mut(&state) {
+                    list.retain(|e| !(e.0 == priority && e.1 == a && e.2 == b));
+                    if list.is_empty() {
+                        m.remove(&state);
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    pub fn lookup(&self, state: u64, v: u64) -> Option<Action> {
+        match self {
+            Table::State(m) => m.get(&state).copied(),
+            Table::Exact(m) => m.get(&(state, v)).copied(),
+            Table::Range(m) => m.get(&state).and_then(|s| s.lookup(v)),
+            Table::Lpm(width, m) => m.get(&state).and_then(|s| {
+                s.by_len
+                    .iter()
+                    .find_map(|(plen, map)| map.get(&(v & prefix_mask(*width, *plen))).copied())
+            }),
+            Table::Ternary(m) => m
+                .get(&state)
+                .and_then(|list| list.iter().find(|e| v & e.2 == e.1).map(|e| e.3)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Action = Action { code: SET_STATE, param: 7 };
+
+    #[test]
+    fn range_bisection_finds_only_covering_interval() {
+        let mut t = Table::new("range", 32).unwrap();
+        t.install(0, 10, 20, 1, A);
+        t.install(0, 30, 30, 1, Action { code: SET_STATE, param: 8 });
+        assert_eq!(t.lookup(0, 9), None);
+        assert_eq!(t.lookup(0, 10), Some(A));
+        assert_eq!(t.lookup(0, 20), Some(A));
+        assert_eq!(t.lookup(0, 25), None);
+        assert_eq!(t.lookup(0, 30).unwrap().param, 8);
+        assert_eq!(t.lookup(1, 15), None);
+        t.uninstall(0, 10, 20, 1);
+        assert_eq!(t.lookup(0, 15), None);
+    }
+
+    #[test]
+    fn lpm_prefers_longest_prefix() {
+        let mut t = Table::new("lpm", 32).unwrap();
+        t.install(0, 0x0A00_0000, 8, 0, A);
+        t.install(0, 0x0A01_0000, 16, 0, Action { code: FWD, param: 2 });
+        t.install(0, 0, 0, 0, Action { code: DROP, param: 0 });
+        assert_eq!(t.lookup(0, 0x0A01_0203).unwrap().param, 2);
+        assert_eq!(t.lookup(0, 0x0A02_0203), Some(A));
+        assert_eq!(t.lookup(0, 0x0B00_0000).unwrap().code, DROP);
+    }
+
+    #[test]
+    fn ternary_prefers_highest_priority() {
+        let mut t = Table::new("ternary", 16).unwrap();
+        t.install(0, 0x00, 0x00, 1, A);
+        t.install(0, 0x10, 0xF0, 5, Action { code: SET_STATE, param: 9 });
+        assert_eq!(t.lookup(0, 0x12).unwrap().param, 9);
+        assert_eq!(t.lookup(0, 0x22), Some(A));
+    }
+}
