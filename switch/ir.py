@@ -23,8 +23,9 @@ MAX_STATE_WIDTH = 64
 # Table roles: what a table's key is and which actions it may hold.
 STAGE, DEFAULT, LEAF, IPV4, EGRESS = "stage", "default", "leaf", "ipv4", "egress"
 ROLE_ACTIONS = {
-    STAGE: ("set_state",),
-    DEFAULT: ("set_state",),
+    # A stage may also decide: fwd/mcast end the walk, skipping later stages and the leaf.
+    STAGE: ("set_state", "fwd", "mcast"),
+    DEFAULT: ("set_state", "fwd", "mcast"),
     LEAF: ("fwd", "mcast"),
     IPV4: ("fwd", "drop"),
     EGRESS: ("set_udp_port",),

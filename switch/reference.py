@@ -3,8 +3,8 @@
 This is the executable definition the native fast path is tested against, so it favours
 being obviously right over being fast. A frame is checked (size, Ethernet, IPv4, UDP),
 dispatched by UDP destination port to an application, split into messages (single or
-MoldUDP64 framing), and each subscription message walks the stages from state 0 to the leaf,
-which names a port (replica (port, 0)) or a multicast group (its (port, rid) replicas). Each
+MoldUDP64 framing), and each subscription message walks the stages from state 0 until a
+stage entry decides or the leaf table does; the decision names a port (replica (port, 0)) or a multicast group (its (port, rid) replicas). Each
 replica selected by at least one message gets one copy holding exactly its messages
 (MoldUDP64: pruned as the IR says), with its UDP destination port rewritten by the egress
 table. Frames that are not subscription traffic, or whose messages no rule selected, are
@@ -302,17 +302,22 @@ class ReferenceDataPlane(DataPlane):
             return ()
         if app.type_field is not None and extract(message, app.type_field) not in app.types:
             return ()
-        state = 0
+        state, decision = 0, None
         for stage in app.stages:
             hit = self._lookup(stage.table, state, extract(message, stage.field))
             if hit is None:
                 hit = self._lookup(stage.default_table, state)
-            if hit is not None:
-                state = hit[1]
-        leaf = self._lookup(app.leaf_table, state)
-        if leaf is None:
+            if hit is None:
+                continue  # a miss in both keeps the state
+            if hit[0] != "set_state":
+                decision = hit  # fwd/mcast decide: later stages and the leaf are skipped
+                break
+            state = hit[1]
+        if decision is None:
+            decision = self._lookup(app.leaf_table, state)
+        if decision is None:
             return ()
-        action, param = leaf
+        action, param = decision
         if action == "fwd":
             return ((param, 0),)
         return self._group_map.get(param, ())

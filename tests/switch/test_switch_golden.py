@@ -173,3 +173,21 @@ def test_lpm_and_ternary_stages(impl):
         out = dp.process(frame, 0)
         assert [p for p, _ in out] == [port]
         assert read_udp(out[0][1]).payload == read_udp(frame).payload
+
+
+def test_a_stage_can_decide_and_skip_later_stages_and_leaf(impl):
+    entries = {"camus_entries": 1, "table_entries": [
+        {"table": "itch_stock", "match": {"state": {"exact": 0}, "itch_order.stock": {"exact": ascii_int("IBM")}},
+         "action": "mcast", "params": {"group": 5}},
+        {"table": "itch_stock_default", "match": {"state": {"exact": 0}}, "action": "set_state",
+         "params": {"state": 1}},
+        {"table": "itch_price_default", "match": {"state": {"exact": 1}}, "action": "fwd", "params": {"port": 4}},
+        leaf("itch_leaf", 0, "fwd", 6),  # unreachable here: every message is decided by a stage
+    ], "multicast_groups": [{"id": 5, "replicas": [{"port": 2, "rid": 1}]}]}
+    dp = load(ITCH_PIPELINE, entries, impl=impl)
+    m = [add_order("IBM", 1), add_order("SAP", 1)]
+    out = dp.process(itch_frame(m), 0)
+    assert [(p, decode(c)[1:]) for p, c in out] == [(2, (100, 1, [m[0]])), (4, (101, 1, [m[1]]))]
+    t = dp.counters()["tables"]
+    assert t["itch_price"] == {"hits": 0, "misses": 1}
+    assert t["itch_leaf"] == {"hits": 0, "misses": 0}

@@ -6,7 +6,7 @@
 //! switch/native_dataplane.py). Copies are written back to back into one output buffer so a
 //! batch costs no allocation per copy.
 
-use crate::tables::{Action, Table, DROP, FWD, MCAST};
+use crate::tables::{Action, Table, DROP, FWD, MCAST, SET_STATE};
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 
@@ -350,6 +350,7 @@ impl Switch {
             }
         }
         let mut state = 0u64;
+        let mut decision = None;
         for i in 0..self.apps[app].stages.len() {
             let st = &self.apps[app].stages[i];
             let (v, table, default_table) = (st.field.get(msg), st.table, st.default_table);
@@ -357,12 +358,21 @@ impl Switch {
                 Some(h) => Some(h),
                 None => self.lookup(default_table, state, 0),
             };
-            if let Some(h) = hit {
-                state = h.param;
+            match hit {
+                None => {} // a miss in both keeps the state
+                Some(Action { code: SET_STATE, param }) => state = param,
+                Some(h) => {
+                    // fwd/mcast decide: later stages and the leaf are skipped.
+                    decision = Some(h);
+                    break;
+                }
             }
         }
-        let leaf_table = self.apps[app].leaf_table;
-        match self.lookup(leaf_table, state, 0) {
+        if decision.is_none() {
+            let leaf_table = self.apps[app].leaf_table;
+            decision = self.lookup(leaf_table, state, 0);
+        }
+        match decision {
             Some(Action { code: FWD, param }) => Leaf::Port(param as u32),
             Some(Action { code: MCAST, param }) => Leaf::Group(param as u32),
             _ => Leaf::None,

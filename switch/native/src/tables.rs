@@ -8,15 +8,12 @@
 
 use rustc_hash::FxHashMap;
 
-/// Action codes shared with switch/native_dataplane.py (all are listed, though the packet
-/// path only needs to tell fwd, mcast and drop apart: any other action carries a state or a
-/// UDP port in `param`).
-#[allow(dead_code)]
+/// Action codes shared with switch/native_dataplane.py.
 pub const SET_STATE: u8 = 1;
 pub const FWD: u8 = 2;
 pub const MCAST: u8 = 3;
 pub const DROP: u8 = 4;
-#[allow(dead_code)]
+#[allow(dead_code)] // the egress table's only action: its param is read, never its code
 pub const SET_UDP_PORT: u8 = 5;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
