@@ -128,6 +128,7 @@ class ServerConnection:
     def __init__(self, registry: Registry = REGISTRY, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.registry = registry
         self._frames = FrameDecoder(max_frame_size)
+        self._last_payload = b""
 
     def receive_data(self, data: bytes) -> None:
         self._frames.feed(data)
@@ -140,7 +141,13 @@ class ServerConnection:
         payload = self._frames.next_frame()
         if payload is None:
             return None
+        self._last_payload = payload
         return self.decode(payload)
+
+    @property
+    def last_frame(self) -> bytes:
+        """The raw frame (size prefix included) of the last request, for logs and fixtures."""
+        return frame(self._last_payload)
 
     def decode(self, payload: bytes) -> Request:
         """Decode one frame payload (size prefix already stripped)."""
