@@ -170,6 +170,8 @@ def read_batch_header(data: bytes, pos: int = 0, *, verify_crc: bool = True) -> 
         )
     if batch.batch_length < HEADER_SIZE - LENGTH_OVERHEAD:
         raise RecordBatchError(f"batch_length {batch.batch_length} is smaller than a batch header")
+    if batch.attributes & COMPRESSION_MASK > Codec.ZSTD:
+        raise RecordBatchError(f"unknown codec {batch.attributes & COMPRESSION_MASK}", ErrorCode.invalid_record)
     end = pos + batch.size
     if end > len(data):
         raise RecordBatchError(f"batch of {batch.size} bytes overruns the {len(data) - pos} bytes given")
@@ -330,13 +332,11 @@ def validate_produce_batch(batch: RecordBatch) -> None:
     """What a broker checks in a batch from a client before assigning offsets.
 
     Raises RecordBatchError(INVALID_RECORD) for: control batches (only brokers
-    write them), an unknown codec, offset deltas that do not start at 0 and run to
+    write them), offset deltas that do not start at 0 and run to
     last_offset_delta, or a record count that disagrees with them.
     """
     if batch.is_control:
         raise RecordBatchError("clients may not send control batches", ErrorCode.invalid_record)
-    if batch.attributes & COMPRESSION_MASK > Codec.ZSTD:
-        raise RecordBatchError(f"unknown codec {batch.attributes & COMPRESSION_MASK}", ErrorCode.invalid_record)
     if batch.last_offset_delta != batch.record_count - 1:
         raise RecordBatchError(
             f"last_offset_delta {batch.last_offset_delta} with {batch.record_count} records",
