@@ -39,6 +39,7 @@ from .entities import build
 from .errors import ErrorCode, ProtocolError
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame
 from .registry import REGISTRY, Api, Registry
+from .tagged_fields import strip_unknown_tags
 
 __all__ = ["Request", "ServerConnection", "encode_response", "generic_error_response"]
 
@@ -164,8 +165,16 @@ class ServerConnection:
             raise self._unsupported(api, key, version, correlation_id, payload)
         request_class = api.request_class(version)
         try:
-            header, offset = headers.read_request_header(payload, request_class)
-            body, size = headers.read_body(payload, offset, request_class)
+            try:
+                header, offset = headers.read_request_header(payload, request_class)
+                body, size = headers.read_body(payload, offset, request_class)
+            except Exception as exc:
+                if "tagged field" not in str(exc):
+                    raise
+                # A client newer than kio's schemas: skip its unknown tags (KIP-482).
+                payload = strip_unknown_tags(payload, [request_class.__header_schema__, request_class])
+                header, offset = headers.read_request_header(payload, request_class)
+                body, size = headers.read_body(payload, offset, request_class)
         except Exception as exc:  # kio raises DecodeError, ValueError, UnicodeDecodeError...
             raise ProtocolError(
                 f"malformed {api.name} v{version} request (correlation id {correlation_id}): {exc}",

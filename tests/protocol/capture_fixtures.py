@@ -200,7 +200,7 @@ def serve(capture: Capture) -> tuple[socketserver.ThreadingTCPServer, Broker]:
                     if req.api.name == "Produce":
                         codecs = {b.compression.name.lower() for t in req.body.topic_data
                                   for p in t.partition_data for b in decode_batches(p.records or b"")}
-                        tag = "-".join(sorted(codecs)) + ("-idempotent" if capture.tag == "idempotent" else "")
+                        tag = "-".join(sorted(codecs)) + ("-" + capture.tag if capture.tag else "")
                     capture.save(req.api.name, req.api_version, frame, tag)
                     if req.expects_response:
                         try:
@@ -226,6 +226,10 @@ def run_confluent(bootstrap: str, capture: Capture) -> None:
         for i in range(5):
             p.produce(TOPIC, key=b"k%d" % i, value=b'{"price": %d, "stock": "GOOGL"}' % i, headers=[("side", b"B")])
         p.flush(10)
+    capture.tag = "acks0"
+    p = confluent_kafka.Producer({**base, "acks": 0})
+    p.produce(TOPIC, value=b"fire and forget")
+    p.flush(10)
     capture.tag = "idempotent"
     p = confluent_kafka.Producer({**base, "enable.idempotence": True})
     p.produce(TOPIC, value=b"idempotent")
