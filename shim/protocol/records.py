@@ -56,14 +56,18 @@ CONTROL_BIT = 0x20
 # --- varints (zigzag for signed, as Kafka's record format uses) -----------------
 
 
-def encode_varint(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)  # zigzag over 64 bits covers varint and varlong
+def encode_uvarint(value: int) -> bytes:
     out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
     return bytes(out)
+
+
+def encode_varint(value: int) -> bytes:
+    # zigzag over 64 bits covers both varint and varlong
+    return encode_uvarint((value << 1) ^ (value >> 63))
 
 
 def decode_varint(data: bytes, pos: int) -> tuple[int, int]:

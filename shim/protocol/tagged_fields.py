@@ -22,17 +22,9 @@ from kio.serial.readers import (
 )
 
 from .entities import _ENTITY, _ENTITY_TUPLE, _PRIMITIVE_TUPLE, _slots
+from .records import encode_uvarint
 
 __all__ = ["strip_unknown_tags"]
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 class _Walker:
@@ -92,7 +84,7 @@ class _Walker:
                 raise ValueError("tagged field overruns the frame")
             if tag in known:
                 kept.append(self.data[start : self.pos])
-        self.out += _uvarint(len(kept))
+        self.out += encode_uvarint(len(kept))
         for item in kept:
             self.out += item
 
