@@ -143,7 +143,11 @@ def _parse_application(app: dict, index: int) -> Application:
     header_bytes = 0
     if framing == "moldudp64":
         ph = _need(app, "packet_header", dict, where)
-        header_bytes = _need(ph, "bytes", int, f"{where}.packet_header")
+        # The IR example says "bytes"; the compiler writes "bits" (160). Either will do.
+        if "bytes" in ph:
+            header_bytes = _need(ph, "bytes", int, f"{where}.packet_header")
+        else:
+            header_bytes = _need(ph, "bits", int, f"{where}.packet_header") // 8
         if header_bytes != MOLDUDP64_HEADER_BYTES:
             raise PipelineError(f"{where}: a MoldUDP64 packet header is 20 bytes, not {header_bytes}")
     message = _need(app, "message", dict, where)

@@ -87,10 +87,18 @@ def ascii_int(text: str, width_bytes: int = 8) -> int:
     return int.from_bytes(text.encode().ljust(width_bytes), "big")
 
 
-def add_order(stock: str, price: int, shares: int = 100, mtype: bytes = b"A", ref: int = 1) -> bytes:
-    """An ITCH 5.0 Add Order message (36 bytes)."""
-    return (mtype + struct.pack("!HH", 7, 0) + (123456789).to_bytes(6, "big") + struct.pack("!Q", ref)
-            + b"B" + struct.pack("!I", shares) + stock.encode().ljust(8) + struct.pack("!I", price))
+def add_order(stock: str, price: int, shares: int = 100, mtype: bytes = b"A", ref: int = 1,
+              side: bytes = b"B") -> bytes:
+    """An ITCH 5.0 Add Order message (36 bytes; 'F' adds a 4-byte attribution, as ITCH does)."""
+    msg = (mtype + struct.pack("!HH", 7, 0) + (123456789).to_bytes(6, "big") + struct.pack("!Q", ref)
+           + side + struct.pack("!I", shares) + stock.encode().ljust(8) + struct.pack("!I", price))
+    return msg + b"MPID" if mtype == b"F" else msg
+
+
+def itch_values(message: bytes) -> dict[str, int]:
+    """Every Add Order field of a message as `compiler.semantics.evaluate` takes them."""
+    return {f"itch_order.{name}": int.from_bytes(message[off // 8: (off + width) // 8], "big")
+            for name, off, width in ITCH_FIELDS}
 
 
 def itch_frame(messages: list[bytes], seq: int = 100, dport: int = ITCH_PORT, dst_ip: int = 0xE8000001,
