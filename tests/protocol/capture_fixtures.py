@@ -300,14 +300,26 @@ def run_kafka_python(bootstrap: str, capture: Capture) -> None:
 
 def run_java(bootstrap: str, capture: Capture, libs: pathlib.Path) -> None:
     capture.client = "java"
+
+    def tool(*args: str) -> None:
+        try:
+            subprocess.run(["java", "-Xmx256m", "-cp", f"{libs}/*", *args], timeout=60, check=False,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            print(f"capture: {args[0]} timed out; its frames so far are kept", file=sys.stderr)
+
     for codec in CODECS:
-        subprocess.run(
-            ["java", "-Xmx256m", "-cp", f"{libs}/*", "org.apache.kafka.tools.ProducerPerformance",
-             "--topic", TOPIC, "--num-records", "20", "--record-size", "100", "--throughput", "-1",
-             "--producer-props", f"bootstrap.servers={bootstrap}", f"compression.type={codec}",
-             "acks=all", "linger.ms=5"],
-            timeout=60, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        tool("org.apache.kafka.tools.ProducerPerformance", "--topic", TOPIC, "--num-records", "20",
+             "--record-size", "100", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+             f"compression.type={codec}", "acks=all", "linger.ms=5")
+    # A consumer group (nothing to read: it runs into its timeout) and the admin tools.
+    tool("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", TOPIC,
+         "--messages", "1", "--timeout", "4000", "--group", "fixture-group")
+    tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", "created",
+         "--partitions", "2", "--config", "retention.ms=1000")
+    tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, "--describe",
+         "--entity-type", "topics", "--entity-name", TOPIC)
+    tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bootstrap, "--list")
 
 
 def main() -> None:

@@ -28,7 +28,9 @@ def test_fixtures_cover_every_client_and_the_core_apis():
                     "createtopics", "deletetopics", "createpartitions", "describeconfigs",
                     "describegroups", "listgroups"):
             assert (client, api) in seen, f"no {client} fixture for {api}"
-    assert ("java", "produce") in seen
+    for api in ("apiversions", "metadata", "produce", "initproducerid", "fetch", "listoffsets", "joingroup",
+                "syncgroup", "heartbeat", "offsetcommit", "offsetfetch", "leavegroup", "createtopics"):
+        assert ("java", api) in seen, f"no java fixture for {api}"
 
 
 def _decode_all(chunks: list[bytes]):
