@@ -4,8 +4,8 @@ Run from the repo root (needs `pip install -e '.[test]'`; Java is optional):
 
     python tests/protocol/capture_fixtures.py [--java-libs DIR] [--out tests/protocol/fixtures]
 
-It starts a throwaway broker on 127.0.0.1 (an ephemeral port; nothing else is
-contacted) that answers with `shim.protocol` just enough for confluent-kafka
+It starts `loopback_broker` on 127.0.0.1 (an ephemeral port; nothing else is
+contacted), which answers with `shim.protocol` just enough for confluent-kafka
 (librdkafka), kafka-python and, when `--java-libs` points at Kafka's jars
 (`../shared/peers/kafka/kafka.sh jars`), the Java ProducerPerformance tool, to
 produce with every compression.type, run a consumer group, and use the admin API.
@@ -18,28 +18,21 @@ real clients.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
-import socket
-import socketserver
 import subprocess
 import sys
 import threading
 import time
-import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_response  # noqa: E402
-from shim.protocol import api_versions, groups, offsets  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from loopback_broker import serve  # noqa: E402
 from shim.protocol.records import decode_batches  # noqa: E402
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 TOPIC = "fixtures"
-
-
-def topic_id(name: str) -> uuid.UUID:
-    return uuid.uuid5(uuid.NAMESPACE_URL, "camus-fixture/" + name)
 
 
 class Capture:
@@ -62,157 +55,18 @@ class Capture:
             (self.out / name).write_bytes(frame)
 
 
-class Broker:
-    """Just enough broker for clients to go through their motions."""
+def record_frames(capture: Capture):
+    """An `on_request` hook naming and saving each frame."""
 
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.offset = 0
-        self.members: dict[str, bytes] = {}
-        self.assignments: dict[str, bytes] = {}
-        self.topics = {TOPIC: 1}
+    def hook(conn, req) -> None:
+        tag = ""
+        if req.api.name == "Produce":
+            codecs = {b.compression.name.lower() for t in req.body.topic_data
+                      for p in t.partition_data for b in decode_batches(p.records or b"")}
+            tag = "-".join(sorted(codecs)) + ("-" + capture.tag if capture.tag else "")
+        capture.save(req.api.name, req.api_version, conn.last_frame, tag)
 
-    def _topic_name(self, ref: dict) -> str:
-        if ref.get("name"):
-            return ref["name"]
-        for name in self.topics:
-            if topic_id(name) == ref.get("topic_id"):
-                return name
-        return TOPIC
-
-    def answer(self, req) -> object:
-        name, v, body = req.api.name, req.api_version, req.body
-        broker = {"node_id": 0, "broker_id": 0, "host": "127.0.0.1", "port": self.port}
-        if name == "ApiVersions":
-            return api_versions.response(req)
-        if name == "Metadata":
-            asked = [t.name for t in body.topics] if body.topics else list(self.topics)
-            for t in asked:
-                self.topics.setdefault(t, 1)
-            return req.response(
-                brokers=[broker], cluster_id="camus-fixtures", controller_id=0,
-                topics=[
-                    {"name": t, "topic_id": topic_id(t), "partitions": [
-                        {"partition_index": p, "leader_id": 0, "leader_epoch": 0, "replica_nodes": [0], "isr_nodes": [0]}
-                        for p in range(self.topics[t])]}
-                    for t in asked
-                ],
-            )
-        if name == "Produce":
-            responses = []
-            for t in body.topic_data:
-                parts = []
-                for p in t.partition_data:
-                    count = sum(b.record_count for b in decode_batches(p.records or b""))
-                    parts.append({"index": p.index, "base_offset": self.offset, "log_start_offset": 0})
-                    self.offset += count
-                responses.append({"name": getattr(t, "name", None), "topic_id": getattr(t, "topic_id", None),
-                                  "partition_responses": parts})
-            return req.response(responses=responses)
-        if name == "InitProducerId":
-            return req.response(producer_id=1000, producer_epoch=0)
-        if name == "FindCoordinator":
-            key_type, keys = groups.coordinator_keys(req)
-            return groups.coordinator_response(req, [{"key": k, **broker} for k in keys])
-        if name == "JoinGroup":
-            if not body.member_id and v >= 4:
-                return req.response(error_code=ErrorCode.member_id_required, member_id="member-1", generation_id=-1)
-            member = body.member_id or "member-1"
-            self.members = {member: body.protocols[0].metadata}
-            return req.response(generation_id=1, protocol_type="consumer", protocol_name=body.protocols[0].name,
-                                leader=member, member_id=member,
-                                members=[{"member_id": m, "metadata": md} for m, md in self.members.items()])
-        if name == "SyncGroup":
-            for a in body.assignments:
-                self.assignments[a.member_id] = a.assignment
-            return req.response(protocol_type="consumer", protocol_name="range",
-                                assignment=self.assignments.get(body.member_id, b""))
-        if name in ("Heartbeat", "LeaveGroup"):
-            return req.error_response(ErrorCode.none)
-        if name == "OffsetFetch":
-            return req.error_response(ErrorCode.none)
-        if name == "OffsetCommit":
-            return req.error_response(ErrorCode.none)
-        if name == "ListOffsets":
-            return req.response(topics=[
-                {"name": t.name, "partitions": [
-                    {"partition_index": p.partition_index, "offset": 0, "timestamp": -1, "leader_epoch": 0}
-                    for p in t.partitions]}
-                for t in body.topics])
-        if name == "Fetch":
-            time.sleep(0.05)  # a token long-poll so clients do not spin
-            return req.response(responses=[
-                {"topic": t.topic if v < 13 else None, "topic_id": getattr(t, "topic_id", None), "partitions": [
-                    {"partition_index": p.partition, "high_watermark": self.offset, "last_stable_offset": self.offset,
-                     "log_start_offset": 0, "preferred_read_replica": -1, "records": b""}
-                    for p in t.partitions]}
-                for t in body.topics])
-        if name == "CreateTopics":
-            for t in body.topics:
-                self.topics[t.name] = max(t.num_partitions, 1)
-            return req.response(topics=[{"name": t.name, "topic_id": topic_id(t.name), "num_partitions": t.num_partitions,
-                                         "replication_factor": 1} for t in body.topics])
-        if name in ("DeleteTopics", "CreatePartitions"):
-            return req.error_response(ErrorCode.none)
-        if name == "DescribeConfigs":
-            return req.response(results=[
-                {"resource_type": r.resource_type, "resource_name": r.resource_name,
-                 "configs": [{"name": "retention.ms", "value": "604800000", "config_source": 5}]}
-                for r in body.resources])
-        if name == "DescribeGroups":
-            return req.response(groups=[{"group_id": g, "group_state": "Stable", "protocol_type": "consumer",
-                                         "protocol_data": "range"} for g in body.groups])
-        if name == "ListGroups":
-            return req.response(groups=[{"group_id": "fixture-group", "protocol_type": "consumer",
-                                         "group_state": "Stable", "group_type": "classic"}])
-        if name == "DescribeCluster":
-            return req.response(cluster_id="camus-fixtures", controller_id=0, brokers=[broker])
-        return req.error_response(ErrorCode.unsupported_version)
-
-
-def serve(capture: Capture) -> tuple[socketserver.ThreadingTCPServer, Broker]:
-    class Handler(socketserver.BaseRequestHandler):
-        def handle(self) -> None:
-            conn = ServerConnection()
-            sock: socket.socket = self.request
-            while True:
-                try:
-                    data = sock.recv(65536)
-                except OSError:
-                    return
-                if not data:
-                    return
-                conn.receive_data(data)
-                while True:
-                    # Keep the raw frame too: peek its size before decoding.
-                    try:
-                        req = conn.next_request()
-                    except ProtocolError as exc:
-                        print("capture: protocol error:", exc, file=sys.stderr)
-                        if exc.response is None:
-                            return
-                        sock.sendall(exc.response)
-                        continue
-                    if req is None:
-                        break
-                    frame = conn.last_frame
-                    tag = ""
-                    if req.api.name == "Produce":
-                        codecs = {b.compression.name.lower() for t in req.body.topic_data
-                                  for p in t.partition_data for b in decode_batches(p.records or b"")}
-                        tag = "-".join(sorted(codecs)) + ("-" + capture.tag if capture.tag else "")
-                    capture.save(req.api.name, req.api_version, frame, tag)
-                    if req.expects_response:
-                        try:
-                            sock.sendall(encode_response(req, broker.answer(req)))
-                        except OSError:  # the client hung up first (e.g. closing a producer)
-                            return
-
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    broker = Broker(server.server_address[1])
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, broker
+    return hook
 
 
 def run_confluent(bootstrap: str, capture: Capture) -> None:
@@ -330,7 +184,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     capture = Capture(args.out)
-    server, _ = serve(capture)
+    server, _ = serve(record_frames(capture))
     bootstrap = f"127.0.0.1:{server.server_address[1]}"
     only = set(args.only or ["librdkafka", "kafka-python", "java"])
     try:
