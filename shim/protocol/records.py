@@ -72,6 +72,9 @@ def encode_varint(value: int) -> bytes:
 
 def decode_varint(data: bytes, pos: int) -> tuple[int, int]:
     """(value, new position); a varlong is at most 10 bytes."""
+    if pos < len(data) and data[pos] < 0x80:  # most deltas and lengths fit one byte
+        b = data[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
     result = shift = 0
     for i in range(10):
         if pos >= len(data):
@@ -217,14 +220,7 @@ def _decode_records(batch: RecordBatch, body: bytes) -> tuple[Record, ...]:
         if pos != end:
             raise RecordBatchError(f"record declares {length} bytes but holds {length + pos - end}")
         records.append(
-            Record(
-                offset=batch.base_offset + off_delta,
-                timestamp=batch.base_timestamp + ts_delta,
-                key=key,
-                value=value,
-                headers=tuple(headers),
-                attributes=attributes,
-            )
+            Record(batch.base_offset + off_delta, batch.base_timestamp + ts_delta, key, value, tuple(headers), attributes)
         )
     if pos != len(body):
         raise RecordBatchError(f"{len(body) - pos} stray bytes after the last record")

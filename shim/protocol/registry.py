@@ -27,7 +27,7 @@ class DuplicateApi(ValueError):
     pass
 
 
-def _no_response_never(body: Any) -> bool:
+def _always(body: Any) -> bool:
     return True
 
 
@@ -41,7 +41,7 @@ class Api:
     # per-topic/partition APIs echo every item they were asked about.
     error_response: ErrorBuilder
     # False for requests that get no answer at all (Produce with acks=0).
-    expects_response: Callable[[Any], bool] = _no_response_never
+    expects_response: Callable[[Any], bool] = _always
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
