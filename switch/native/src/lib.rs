@@ -21,6 +21,9 @@ use crate::tables::Action;
 #[pyclass(module = "switch._native")]
 struct Switch {
     inner: switch::Switch,
+    out: Vec<u8>,
+    copies: Vec<Copy>,
+    records: Vec<u8>,
 }
 
 /// Iterate (start, len) of frames packed as `buf` with u32 little-endian `lengths`.
@@ -47,7 +50,7 @@ impl Switch {
     fn new(plan: &str) -> PyResult<Self> {
         let plan: Plan = serde_json::from_str(plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let inner = switch::Switch::new(plan).map_err(PyValueError::new_err)?;
-        Ok(Switch { inner })
+        Ok(Switch { inner, out: Vec::new(), copies: Vec::new(), records: Vec::new() })
     }
 
     /// Add an entry or replace the action of the entry with the same key.
@@ -93,19 +96,24 @@ impl Switch {
         in_port: u32,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let input = frames(buf, lengths)?;
-        let mut out = Vec::with_capacity(buf.len() * 2);
-        let mut copies: Vec<Copy> = Vec::new();
-        let mut records: Vec<u8> = Vec::new();
+        // Buffers are kept between calls: growing fresh multi-megabyte vectors every batch
+        // cost more in page faults and copies than the copies themselves.
+        let (out, copies, records) = (&mut self.out, &mut self.copies, &mut self.records);
+        out.clear();
+        copies.clear();
+        records.clear();
         for (i, frame) in input.iter().enumerate() {
             let before = copies.len();
-            self.inner.process(frame, in_port, &mut out, &mut copies);
+            self.inner.process(frame, in_port, out, copies);
             for c in &copies[before..] {
-                for v in [i as u32, c.port, c.start as u32, c.len as u32] {
-                    records.extend_from_slice(&v.to_le_bytes());
+                let mut rec = [0u8; 16];
+                for (k, v) in [i as u32, c.port, c.start as u32, c.len as u32].into_iter().enumerate() {
+                    rec[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
                 }
+                records.extend_from_slice(&rec);
             }
         }
-        Ok((PyBytes::new(py, &out), PyBytes::new(py, &records)))
+        Ok((PyBytes::new(py, out), PyBytes::new(py, records)))
     }
 
     /// The table walk alone: returns (leaf codes, one little-endian u64 per message block;
@@ -119,14 +127,14 @@ impl Switch {
         in_port: u32,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let input = frames(buf, lengths)?;
-        let mut codes: Vec<u64> = Vec::with_capacity(input.len() * 8);
-        let mut counts: Vec<u8> = Vec::with_capacity(input.len() * 4);
+        let (codes, counts) = (&mut self.out, &mut self.records);
+        codes.clear();
+        counts.clear();
         for frame in &input {
-            let n = self.inner.classify(frame, in_port, &mut codes);
+            let n = self.inner.classify(frame, in_port, codes);
             counts.extend_from_slice(&n.to_le_bytes());
         }
-        let code_bytes: Vec<u8> = codes.iter().flat_map(|c| c.to_le_bytes()).collect();
-        Ok((PyBytes::new(py, &code_bytes), PyBytes::new(py, &counts)))
+        Ok((PyBytes::new(py, codes), PyBytes::new(py, counts)))
     }
 
     /// (hits per table index, misses per table index, {port: (rx, tx)}, drops by reason
@@ -134,8 +142,8 @@ impl Switch {
     #[allow(clippy::type_complexity)]
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<(Vec<u64>, Vec<u64>, Bound<'py, PyDict>, [u64; 4])> {
         let ports = PyDict::new(py);
-        for (p, c) in &self.inner.ports {
-            ports.set_item(*p, (c.rx, c.tx))?;
+        for (p, c) in self.inner.ports.iter() {
+            ports.set_item(p, (c.rx, c.tx))?;
         }
         Ok((self.inner.hits.clone(), self.inner.misses.clone(), ports, self.inner.drops))
     }
