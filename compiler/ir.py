@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from compiler.spec import Header, Spec
+from compiler.spec import Header, QueryField, Spec
 from compiler.tables import STATE_BITS, Stage
 
 IR_VERSION = 1
@@ -87,11 +87,11 @@ def pipeline(apps: list[dict]) -> dict:
 class _Stage:
     field: str
     kind: str
-    exact: dict = field(default_factory=dict)  # (state, value) -> next
-    ranges: dict = field(default_factory=dict)  # state -> sorted [(lo, hi, prio, next)]
-    prefixes: dict = field(default_factory=dict)  # state -> [(value, plen, next)]
+    exact: dict = field(default_factory=dict)  # (state, value) -> result
+    ranges: dict = field(default_factory=dict)  # state -> sorted [(lo, hi, prio, result)]
+    prefixes: dict = field(default_factory=dict)  # state -> [(value, plen, result)]
     width: int = 0
-    default: dict = field(default_factory=dict)  # state -> next
+    default: dict = field(default_factory=dict)  # state -> result
 
 
 class Tables:
@@ -113,27 +113,34 @@ class Tables:
         for e in entries["table_entries"]:
             t = e["table"]
             state = e["match"]["state"]["exact"]
+            p = e["params"]
+            # A stage's result is ("state", next) or ("ports", port set): the latter ends the walk.
+            if e["action"] == "set_state":
+                result = ("state", p["state"])
+            elif e["action"] == "fwd":
+                result = ("ports", frozenset([p["port"]]))
+            elif e["action"] == "mcast":
+                result = ("ports", groups[p["group"]])
+            else:
+                raise ValueError(f"unknown action {e['action']!r} in {t}")
             if t == app["leaf_table"]:
-                p = e["params"]
-                self.leaf[state] = frozenset([p["port"]]) if e["action"] == "fwd" \
-                    else groups[p["group"]]
+                self.leaf[state] = result[1]
                 continue
             s = by_table.get(t)
             if s is None:
                 continue
-            nxt = e["params"]["state"]
             if t in defaults:
-                s.default[state] = nxt
+                s.default[state] = result
                 continue
             key = e["match"][s.field]
             if "exact" in key:
-                s.exact[(state, key["exact"])] = nxt
+                s.exact[(state, key["exact"])] = result
             elif "range" in key:
                 lo, hi = key["range"]
-                s.ranges.setdefault(state, []).append((lo, hi, e.get("priority", 0), nxt))
+                s.ranges.setdefault(state, []).append((lo, hi, e.get("priority", 0), result))
             elif "lpm" in key:
                 value, plen = key["lpm"]
-                s.prefixes.setdefault(state, []).append((value, plen, nxt))
+                s.prefixes.setdefault(state, []).append((value, plen, result))
             else:
                 raise ValueError(f"unsupported match {key}")
         for s in self.stages:
@@ -145,15 +152,18 @@ class Tables:
     def ports(self, values: dict[str, int]) -> frozenset[int]:
         state = 0
         for s in self.stages:
-            state = self._step(s, state, values[s.field])
+            kind, result = self._step(s, state, values[s.field])
+            if kind == "ports":
+                return result
+            state = result
         return self.leaf.get(state, frozenset())
 
     @staticmethod
-    def _step(s: _Stage, state: int, v: int) -> int:
+    def _step(s: _Stage, state: int, v: int) -> tuple[str, object]:
         if s.kind == "exact":
-            nxt = s.exact.get((state, v))
-            if nxt is not None:
-                return nxt
+            hit = s.exact.get((state, v))
+            if hit is not None:
+                return hit
         elif s.kind == "range":
             lst = s.ranges.get(state)
             if lst:
@@ -162,8 +172,47 @@ class Tables:
                 if i and lst[i - 1][0] <= v <= lst[i - 1][1]:
                     return lst[i - 1][3]
         elif s.kind == "lpm":
-            for value, plen, nxt in s.prefixes.get(state, ()):
+            for value, plen, hit in s.prefixes.get(state, ()):
                 shift = s.width - plen
                 if (v >> shift) == (value >> shift):
-                    return nxt
-        return s.default.get(state, state)
+                    return hit
+        return s.default.get(state, ("state", state))
+
+
+def query_fields(app: dict) -> dict[str, QueryField]:
+    return {q: QueryField(q, f["width"], f["bit_offset"], f["declared"], f["ascii"])
+            for q, f in app["fields"].items()}
+
+
+def message_values(app: dict, message: dict) -> dict[str, int] | None:
+    """Field values from a JSON message (`camus eval`'s input), or None if the message's
+    type is not a subscription message type.
+
+    Keys are `header.field` or a bare unique field name; values are integers or strings
+    (space-padded ASCII). A field the message does not give takes its default. The message
+    type field is checked only when the message gives it.
+    """
+    fields = query_fields(app)
+    by_name: dict[str, list[str]] = {}
+    for q in fields:
+        by_name.setdefault(q.split(".", 1)[1], []).append(q)
+    values = {q: f.default for q, f in fields.items()}
+    msg = app["message"]
+    for key, raw in message.items():
+        if key == msg.get("type_field") or (msg.get("type_field") or "").endswith("." + key):
+            width = msg["type_field_width"]
+            v = raw.encode("ascii") if isinstance(raw, str) else raw
+            if isinstance(v, bytes):
+                v = int.from_bytes(v, "big") if len(v) * 8 == width else -1
+            if v not in msg["types"]:
+                return None
+            continue
+        q = key if key in fields else None
+        if q is None:
+            names = by_name.get(key, [])
+            if len(names) != 1:
+                raise ValueError(f"unknown field {key!r}" if not names
+                                 else f"ambiguous field {key!r}: {', '.join(names)}")
+            q = names[0]
+        values[q] = fields[q].encode(raw)
+    return values

@@ -39,7 +39,16 @@ def _dnf(f: Filter, negated: bool, line: int | None) -> list[Conjunction]:
     if isinstance(f, (And, Or)):
         conjunctive = isinstance(f, And) != negated  # De Morgan
         parts = [_dnf(i, negated, line) for i in f.items]
-        return _product(parts, line) if conjunctive else _simplify([c for p in parts for c in p])
+        if not conjunctive:
+            return _simplify([c for p in parts for c in p])
+        if all(len(p) == 1 for p in parts):  # the common case: a conjunction of atoms
+            acc: Conjunction | None = {}
+            for (c,) in parts:
+                acc = _meet(acc, c)
+                if acc is None:
+                    return []
+            return [acc]
+        return _product(parts, line)
     raise TypeError(f"not a filter: {f!r}")
 
 

@@ -10,7 +10,7 @@ A rules file holds one rule per line, or several separated by ';'; '#' starts a 
     primary    := '(' filter ')' | 'true' | 'false' | comparison
     comparison := operand OP operand                   OP: == != < <= > >= (= means ==)
                 | operand ['not'] 'in' '{' operand (',' operand)* '}'
-    operand    := field | INT | HEX | STRING | WORD | IPV4['/'LEN]
+    operand    := field | INT['/'LEN] | HEX['/'LEN] | STRING | WORD | IPV4['/'LEN]
     action     := 'fwd' '(' INT (',' INT)* ')'
 
 One side of a comparison is a field (`header.field`, or a bare `field` when unique); the
@@ -43,8 +43,8 @@ _LEXER = re.compile(r"""
     (?P<SPACE>[ \t\r]+)
   | (?P<SLOT>\x00)
   | (?P<IPV4>[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?:/[0-9]+)?)
-  | (?P<HEX>0[xX][0-9a-fA-F]+)
-  | (?P<INT>[0-9]+)
+  | (?P<HEX>0[xX][0-9a-fA-F]+(?:/[0-9]+)?)
+  | (?P<INT>[0-9]+(?:/[0-9]+)?)
   | (?P<NAME>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)
   | (?P<STRING>"[^"\n]*"|'[^'\n]*')
   | (?P<OP>==|!=|<=|>=|<|>|=)
@@ -54,8 +54,8 @@ _LEXER = re.compile(r"""
 # The constants cut out of a rule to find its shape (see "Speed" above).
 _CONSTANT = re.compile(r"""
     "[^"]*" | '[^']*'
-  | (?<![A-Za-z0-9_.])(?:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?:/[0-9]+)? | 0[xX][0-9a-fA-F]+ | [0-9]+)
-    (?![A-Za-z0-9_.])
+  | (?<![A-Za-z0-9_.])(?:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+ | 0[xX][0-9a-fA-F]+ | [0-9]+)(?:/[0-9]+)?
+    (?![A-Za-z0-9_./])
 """, re.VERBOSE)
 
 
@@ -318,7 +318,7 @@ class _RuleBuilder:
         for tok in tokens:
             if tok.type == "SLOT":
                 tok = values[int(tok.value)]
-            if tok.type != "INT":
+            if tok.type != "INT" or not tok.value.isdigit():
                 raise self.error(f"expected a port number, not {tok.value!r}", tok)
             port = int(tok.value)
             if not 1 <= port <= MAX_PORT:
@@ -381,11 +381,12 @@ class _RuleBuilder:
     def constant(self, field: QueryField, tok: Token) -> tuple[int, int | None]:
         text = tok.value
         if tok.type in ("INT", "HEX"):
-            value = int(text, 16) if tok.type == "HEX" else int(text)
+            digits, _, plen = text.partition("/")
+            value = int(digits, 16) if tok.type == "HEX" else int(digits)
             if value > field.max_value:
-                raise self.error(f"constant {text} does not fit in {field.width}-bit field "
+                raise self.error(f"constant {digits} does not fit in {field.width}-bit field "
                                  f"'{field.qname}' (max {field.max_value})", tok)
-            return value, None
+            return self.prefix(field, value, plen, tok)
         if tok.type == "IPV4":
             addr, _, plen = text.partition("/")
             octets = [int(o) for o in addr.split(".")]
@@ -394,14 +395,7 @@ class _RuleBuilder:
             if field.width != 32:
                 raise self.error(f"an IPv4 address needs a 32-bit field; '{field.qname}' has "
                                  f"{field.width} bits", tok)
-            value = int.from_bytes(bytes(octets), "big")
-            if not plen:
-                return value, None
-            length = int(plen)
-            if length > 32:
-                raise self.error(f"prefix length /{length} is longer than 32", tok)
-            mask = ((1 << length) - 1) << (32 - length)
-            return value & mask, length
+            return self.prefix(field, int.from_bytes(bytes(octets), "big"), plen, tok)
         if tok.type in ("STRING", "NAME"):
             if tok.type == "NAME" and "." in text:
                 raise self.error(f"unknown field '{text}' (a constant with a '.' must be quoted)",
@@ -420,6 +414,17 @@ class _RuleBuilder:
                                  f"'{field.qname}' holds {size}", tok)
             return int.from_bytes(raw.ljust(size, b" "), "big"), None
         raise self.error(f"expected a constant, not {text!r}", tok)
+
+    def prefix(self, field: QueryField, value: int, plen: str, tok: Token) -> tuple[int, int | None]:
+        """`value/plen`: the prefix's network value (host bits cleared) and its length."""
+        if not plen:
+            return value, None
+        length = int(plen)
+        if length > field.width:
+            raise self.error(f"prefix length /{length} is longer than the {field.width}-bit "
+                             f"field '{field.qname}'", tok)
+        mask = ((1 << length) - 1) << (field.width - length)
+        return value & mask, length
 
 
 def _constant_type(text: str) -> str:

@@ -55,9 +55,13 @@ class Header:
         return sum(f.width for f in self.fields)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class QueryField:
-    """A field rules may test, located relative to the first byte of a message."""
+    """A field rules may test, located relative to the first byte of a message.
+
+    Compared by identity: a spec creates each query field once, and the compiler hashes
+    them millions of times.
+    """
 
     qname: str
     width: int

@@ -4,7 +4,9 @@ Each stage (field) becomes a pair of tables: `table`, keyed `(state, field value
 `default_table`, keyed `state` alone, consulted on a miss. Per state, the successor that
 covers the most of the field's intervals becomes the default entry, so only the exceptions
 take match entries: for an exact stage those are the constants themselves, for a range stage
-the intervals, for an lpm stage the aligned prefixes that tile them.
+the intervals, for an lpm stage the aligned prefixes that tile them. An entry whose
+successor has nothing left to test carries the final action (fwd or mcast) itself, so the
+leaf table only ever holds the start state, when every rule is unconditionally true.
 
 Ids are derived from meaning, not from discovery order: a state's id hashes the canonical
 text of its residual rule set, a multicast group's id hashes its port set. Recompiling after
@@ -60,6 +62,21 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str) -> tuple[list[dict], 
     ids = stable_ids({s: d.describe(s) for s in reachable}, STATE_BITS, {d.root: 0})
     entries: list[dict] = []
     dead = {s for s in reachable if d.contents[s] == (frozenset(), frozenset())}
+    leaves = {s: ports for s, ports in d.leaves().items() if ports}
+    multi = {ports: ",".join(map(str, sorted(ports))) for ports in leaves.values()
+             if len(ports) > 1}
+    group_ids = stable_ids(multi, GROUP_BITS, {})
+
+    def action(t: int) -> tuple[str, dict]:
+        # An entry that leads to a leaf decides the message right there: the leaf's action is
+        # folded into it, so leaves need no entries of their own (about half of all entries).
+        ports = leaves.get(t)
+        if ports is None:
+            return "set_state", {"state": ids[t]}
+        if len(ports) == 1:
+            return "fwd", {"port": next(iter(ports))}
+        return "mcast", {"group": group_ids[ports]}
+
     for s in reachable:
         split = d.splits.get(s)
         if split is None:
@@ -70,49 +87,48 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str) -> tuple[list[dict], 
         # A state left unchanged by a miss passes every later stage and misses the leaf
         # table: exactly what the dead state does, so a default to it needs no entry.
         if default not in dead:
+            name, params = action(default)
             entries.append({"table": stage.default_table, "match": {"state": {"exact": sid}},
-                            "action": "set_state", "params": {"state": ids[default]}})
+                            "action": name, "params": params})
         for lo, hi, t in split.intervals:
             if t == default:
                 continue
+            name, params = action(t)
             for match, priority in _keys(stage, lo, hi):
                 e = {"table": stage.table, "match": {"state": {"exact": sid}, stage.field: match},
-                     "action": "set_state", "params": {"state": ids[t]}}
+                     "action": name, "params": params}
                 if priority:
                     e["priority"] = priority
                 entries.append(e)
-    leaves = {s: ports for s, ports in d.leaves().items() if ports}
-    multi = {ports: ",".join(map(str, sorted(ports))) for ports in leaves.values()
-             if len(ports) > 1}
-    group_ids = stable_ids(multi, GROUP_BITS, {})
-    for s, ports in sorted(leaves.items(), key=lambda kv: ids[kv[0]]):
-        if len(ports) == 1:
-            entries.append({"table": leaf_table, "match": {"state": {"exact": ids[s]}},
-                            "action": "fwd", "params": {"port": next(iter(ports))}})
-        else:
-            entries.append({"table": leaf_table, "match": {"state": {"exact": ids[s]}},
-                            "action": "mcast", "params": {"group": group_ids[ports]}})
+    if d.root in leaves:  # only reachable as the start state (every rule is always true)
+        name, params = action(d.root)
+        entries.append({"table": leaf_table, "match": {"state": {"exact": 0}},
+                        "action": name, "params": params})
+    used = {e["params"]["group"] for e in entries if e["action"] == "mcast"}
     groups = [{"id": gid, "replicas": [{"port": p, "rid": 0} for p in sorted(ports)]}
-              for ports, gid in sorted(group_ids.items(), key=lambda kv: kv[1])]
+              for ports, gid in sorted(group_ids.items(), key=lambda kv: kv[1]) if gid in used]
     return entries, groups
 
 
 def _default_successor(intervals: list[tuple[int, int, int]], kind: str, dead: set[int]) -> int:
-    if kind == "exact":
-        # Every value between constants leads to the same place: that is the default.
-        for lo, hi, t in intervals:
-            if hi > lo:
-                return t
     count = Counter(t for _, _, t in intervals)
     span: Counter = Counter()
     for lo, hi, t in intervals:
         span[t] += hi - lo + 1
+    if kind == "exact":
+        # Every value that is not a constant leads to one place, which therefore spans all
+        # but (number of constants) values: the most. Everything else is a constant, so the
+        # exact entries are exactly the constants.
+        return max(span, key=lambda t: (span[t], -t))
+    # Range and lpm entries cost one per interval (or per prefix): save the most common one.
     # The dead state as default also saves the default entry itself.
     return max(count, key=lambda t: (count[t] + (t in dead), span[t], -t))
 
 
 def _keys(stage: Stage, lo: int, hi: int):
     if stage.match_kind == "exact":
+        # Only runs of adjacent constants get here (see _default_successor): small.
+        assert hi - lo < 1 << 20, f"exact stage {stage.table}: {hi - lo + 1} values in a run"
         for v in range(lo, hi + 1):
             yield {"exact": v}, None
     elif stage.match_kind == "range":

@@ -1,0 +1,129 @@
+"""`camus compile` and `camus eval`: the compiler from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from compiler.errors import CamusError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compile", help="compile a spec and rules into pipeline IR and entries",
+                       description="Compile an annotated P4 header spec and packet-subscription "
+                                   "rules into the pipeline IR (pipeline.json), table entries "
+                                   "(entries.json) and statistics (stats.json).")
+    p.add_argument("spec", help="annotated P4_16 header spec, e.g. p4/itch/itch.p4")
+    p.add_argument("rules", help="rules file, one rule per line (or '-' for stdin)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--field-order", help="comma-separated fields, first tested first")
+    p.add_argument("--dot", help="also write the decision diagram as Graphviz dot")
+    p.set_defaults(func=cmd_compile)
+
+    e = sub.add_parser("eval", help="run compiled tables on JSON-lines messages from stdin",
+                       description="Read one JSON object per line on stdin (field -> value; "
+                                   "strings for character fields) and print, per line, the "
+                                   "sorted JSON list of ports the compiled tables select.")
+    e.add_argument("--pipeline", required=True, help="directory written by camus compile")
+    e.add_argument("--app", help="application name (default: the only one)")
+    e.set_defaults(func=cmd_eval)
+
+
+def cmd_compile(args) -> int:
+    from compiler.compile import compile_rules, write_outputs
+    from compiler.dot import render
+    from compiler.rules import parse_rules
+    from compiler.spec import load_spec
+
+    try:
+        spec = load_spec(args.spec)
+        if args.rules == "-":
+            text, source = sys.stdin.read(), "<stdin>"
+        else:
+            text, source = Path(args.rules).read_text(), args.rules
+        rules = parse_rules(text, spec, source=source)
+        order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
+        with _Progress() as progress:
+            c = compile_rules(spec, rules, order, progress=progress)
+    except CamusError as exc:
+        print(f"camus compile: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"camus compile: error: {exc}", file=sys.stderr)
+        return 2
+    write_outputs(c, args.out)
+    if args.dot:
+        from compiler.tables import stable_ids
+
+        d = c.diagram
+        ids = stable_ids({s: d.describe(s) for s in d.reachable()}, 32, {d.root: 0})
+        Path(args.dot).write_text(render(d, ids))
+    st = c.stats
+    print(f"{st['rules']} rules -> {st['entries']['total']} entries, {st['states']} states, "
+          f"{st['multicast_groups']} multicast groups in {st['compile_seconds']:.2f} s; "
+          f"wrote {args.out}/pipeline.json, entries.json, stats.json", file=sys.stderr)
+    return 0
+
+
+class _Progress:
+    """A progress bar on a terminal only: CI logs get nothing."""
+
+    def __enter__(self):
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(desc="compiling", unit=" states", leave=False, file=sys.stderr)
+        return self
+
+    def __call__(self, stage: int, done: int) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix(stage=stage)
+            self.bar.update(256)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def cmd_eval(args) -> int:
+    from compiler.ir import Tables, message_values
+
+    root = Path(args.pipeline)
+    try:
+        pipeline = json.loads((root / "pipeline.json").read_text())
+        entries = json.loads((root / "entries.json").read_text())
+    except (OSError, ValueError) as exc:
+        print(f"camus eval: error: cannot read {root}: {exc}", file=sys.stderr)
+        return 2
+    apps = pipeline["applications"]
+    if args.app:
+        apps = [a for a in apps if a["name"] == args.app]
+        if not apps:
+            print(f"camus eval: error: no application {args.app!r}", file=sys.stderr)
+            return 2
+    elif len(apps) != 1:
+        names = ", ".join(a["name"] for a in apps)
+        print(f"camus eval: error: several applications ({names}): choose one with --app",
+              file=sys.stderr)
+        return 2
+    app = apps[0]
+    tables = Tables(app, entries)
+    status = 0
+    for lineno, line in enumerate(sys.stdin, start=1):
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+            if not isinstance(message, dict):
+                raise ValueError("expected a JSON object")
+            values = message_values(app, message)
+        except ValueError as exc:
+            print(f"camus eval: line {lineno}: {exc}", file=sys.stderr)
+            print("null", flush=True)
+            status = 1
+            continue
+        ports = sorted(tables.ports(values)) if values is not None else []
+        print(json.dumps(ports), flush=True)
+    return status
