@@ -19,7 +19,8 @@ What goes wrong surfaces as `ProtocolError` from `next_request()`:
   registered: if kio knows that (key, version), `error.response` answers
   UNSUPPORTED_VERSION in the client's own format; otherwise it is None (close,
   as Kafka does, since no response schema is known).
-- a body that does not parse: INVALID_REQUEST with no response (close), as Kafka.
+- a body that does not parse, or announces more array elements than it has
+  bytes: INVALID_REQUEST with no response (close), as Kafka.
 
 In every non-framing case the offending frame has been consumed and the next call
 continues with the next frame.
@@ -39,7 +40,7 @@ from .entities import build
 from .errors import ErrorCode, ProtocolError
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame
 from .registry import REGISTRY, Api, Registry
-from .tagged_fields import strip_unknown_tags
+from .prescan import prescan
 
 __all__ = ["Request", "ServerConnection", "encode_response", "generic_error_response"]
 
@@ -165,16 +166,11 @@ class ServerConnection:
             raise self._unsupported(api, key, version, correlation_id, payload)
         request_class = api.request_class(version)
         try:
-            try:
-                header, offset = headers.read_request_header(payload, request_class)
-                body, size = headers.read_body(payload, offset, request_class)
-            except Exception as exc:
-                if "tagged field" not in str(exc):
-                    raise
-                # A client newer than kio's schemas: skip its unknown tags (KIP-482).
-                payload = strip_unknown_tags(payload, [request_class.__header_schema__, request_class])
-                header, offset = headers.read_request_header(payload, request_class)
-                body, size = headers.read_body(payload, offset, request_class)
+            # Refuses impossible array lengths (kio would abort the process) and
+            # drops unknown tagged fields (kio would refuse them) before kio parses.
+            payload = prescan(payload, [request_class.__header_schema__, request_class])
+            header, offset = headers.read_request_header(payload, request_class)
+            body, size = headers.read_body(payload, offset, request_class)
         except Exception as exc:  # kio raises DecodeError, ValueError, UnicodeDecodeError...
             raise ProtocolError(
                 f"malformed {api.name} v{version} request (correlation id {correlation_id}): {exc}",
@@ -216,6 +212,7 @@ class ServerConnection:
         # ApiVersions): answer it properly, echoing the items it asked about.
         try:
             request_class = load_request_schema(api.key, version)
+            payload = prescan(payload, [request_class.__header_schema__, request_class])
             header, offset = headers.read_request_header(payload, request_class)
             body, _ = headers.read_body(payload, offset, request_class)
             cls = load_response_schema(api.key, version)

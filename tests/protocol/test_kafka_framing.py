@@ -126,3 +126,33 @@ def test_mutated_real_frames_never_crash(data):
         conn.next_request()
     except ProtocolError as error:
         assert isinstance(error.error_code, ErrorCode)
+
+
+HUGE_ARRAYS = {
+    # Metadata v12 (flexible): topics as a compact array announcing 2^32 - 2 elements.
+    "compact": struct.pack(">hhih", 3, 12, 1, -1) + b"\x00" + b"\xff\xff\xff\xff\x0f",
+    # Metadata v1: a legacy int32 array announcing 2^31 - 1 topics.
+    "legacy": struct.pack(">hhih", 3, 1, 1, -1) + struct.pack(">i", 2**31 - 1),
+    # Fetch v12: a nested compact array (partitions) announcing 2^34 elements.
+    "nested": struct.pack(">hhih", 1, 12, 1, -1) + b"\x00" + struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
+    + b"\x02" + b"\x02t" + b"\x80\x80\x80\x80\x40",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE_ARRAYS))
+def test_huge_array_lengths_are_refused_before_allocation(name):
+    # kio's native reader reserves memory for the announced length; 2^32 elements
+    # abort the process. Run in a child so a regression cannot take pytest down.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from shim.protocol import ServerConnection, ProtocolError\n"
+        "from shim.protocol.framing import frame\n"
+        "c = ServerConnection(); c.receive_data(frame(sys.stdin.buffer.read()))\n"
+        "try:\n    c.next_request()\nexcept ProtocolError as e:\n    print(int(e.error_code), e.close_connection)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=HUGE_ARRAYS[name], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.split() == [str(int(ErrorCode.invalid_request)).encode(), b"True"]
