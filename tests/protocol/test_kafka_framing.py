@@ -113,10 +113,13 @@ def test_arbitrary_bytes_never_crash(data):
             assert isinstance(error.error_code, ErrorCode)
 
 
-@settings(max_examples=300, deadline=None)
+ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.bin"))
+
+
+@settings(max_examples=600, deadline=None)
 @given(st.data())
 def test_mutated_real_frames_never_crash(data):
-    raw = bytearray(_fixture("librdkafka-produce-v10-zstd.bin"))
+    raw = bytearray(_fixture(data.draw(st.sampled_from(ALL_FIXTURES))))
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(4, len(raw) - 1))
         raw[i] = data.draw(st.integers(0, 255))

@@ -222,3 +222,22 @@ def test_records_now_helper():
     records = records_now([(None, b"a"), (b"k", b"b")], first_offset=5)
     assert [r.offset for r in records] == [5, 6]
     assert decode_batch(encode_batch(records)).records == tuple(records)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_real_batches_raise_only_record_batch_errors(data):
+    name = data.draw(st.sampled_from(REAL))
+    raw = bytearray(b"".join(_raw_batches(name)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        decode_batches(bytes(raw), verify_crc=data.draw(st.booleans()))
+    except RecordBatchError as error:
+        assert error.error_code in (ErrorCode.corrupt_message, ErrorCode.invalid_record)
+
+
+def _raw_batches(name: str) -> list[bytes]:
+    conn = ServerConnection()
+    conn.receive_data((FIXTURES / name).read_bytes())
+    return [records for _, _, records in produce.partitions(conn.next_request())]
