@@ -87,7 +87,7 @@ def parse_filter(text: str, spec: Spec, source: str | None = None) -> Filter:
     parser = _Parser(_tokenize(seg, line, col, source), builder)
     f = parser.filter()
     parser.expect_end()
-    return builder.instantiate(f, [])
+    return builder.instantiate(f, [])  # parsed from the text itself: no slots to fill
 
 
 def split_rules(text: str) -> list[tuple[str, int, int]]:
@@ -205,7 +205,7 @@ class _Parser:
         tok = self.peek()
         if tok.type == "OP":
             self.take()
-            return self.b.compare(left, tok.value, self.operand())
+            return self.b.compare(left, tok, self.operand())
         negated = self.at("not")
         if negated:
             self.take()
@@ -252,6 +252,7 @@ class _Compare(NamedTuple):
     field: QueryField
     op: str
     constant: Token
+    op_token: Token | None = None
 
 
 class _RuleBuilder:
@@ -260,7 +261,8 @@ class _RuleBuilder:
     def __init__(self, spec: Spec, source: str | None):
         self.spec, self.source = spec, source
         self.fields: dict[str, QueryField | None] = {}
-        self.shapes: dict[str, tuple[Filter, list[Token]]] = {}
+        self.shapes: dict[str, tuple[Filter, list[Token], list[int]]] = {}
+        self.slot_columns: list[int] = []  # the current rule's shape's slots
 
     def error(self, message: str, tok: Token) -> RuleError:
         return RuleError(message, tok.line, tok.column, self.source)
@@ -285,14 +287,16 @@ class _RuleBuilder:
                 raise
         values = [Token(_constant_type(m.group()), m.group(), line, column + m.start())
                   for m in consts]
-        f, port_tokens = parsed
+        f, port_tokens, slot_columns = parsed
+        self.slot_columns = slot_columns
         return Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text)
 
-    def parse(self, tokens: list[Token]) -> tuple[Filter, list[Token]]:
-        slot = 0
+    def parse(self, tokens: list[Token]) -> tuple[Filter, list[Token], list[int]]:
+        slot, slot_columns = 0, []
         for i, tok in enumerate(tokens):
             if tok.type == "SLOT":
                 tokens[i] = tok._replace(value=str(slot))
+                slot_columns.append(tok.column)
                 slot += 1
         if not tokens:
             raise RuleError("empty rule", None, None, self.source)
@@ -301,17 +305,25 @@ class _RuleBuilder:
         if not p.at(":"):
             p.fail("':' before the action" if p.peek().type != "END" else "':' and an action")
         p.take()
-        return f, p.action()
+        return f, p.action(), slot_columns
 
     def instantiate(self, f, values: list[Token]) -> Filter:
         if isinstance(f, _Compare):
             tok = values[int(f.constant.value)] if f.constant.type == "SLOT" else f.constant
-            return self.atom(f.field, f.op, tok)
+            return self.atom(f.field, f.op, tok, self.unshape(f.op_token, values))
         if isinstance(f, (And, Or)):
             return type(f)(tuple(self.instantiate(i, values) for i in f.items))
         if isinstance(f, Not):
             return Not(self.instantiate(f.item, values))
         return f
+
+    def unshape(self, tok: Token | None, values: list[Token]) -> Token | None:
+        """A shape token moved to its column in the rule's text (slots were 1 character)."""
+        if tok is None or not values:
+            return tok
+        shift = sum(len(v.value) - 1 for col, v in zip(self.slot_columns, values)
+                    if col < tok.column)
+        return tok._replace(column=tok.column + shift)
 
     def ports(self, tokens: list[Token], values: list[Token]) -> frozenset[int]:
         ports = set()
@@ -345,14 +357,14 @@ class _RuleBuilder:
                 raise self.error(exc.message, tok) from None
         return q
 
-    def compare(self, left: Token, op: str, right: Token) -> _Compare:
-        op = "==" if op == "=" else op
+    def compare(self, left: Token, op_token: Token, right: Token) -> _Compare:
+        op = "==" if op_token.value == "=" else op_token.value
         # `price > 50` is the usual order; `50 < price` is accepted and flipped.
         if left.type == "NAME" and (self.lookup(left.value) or "." in left.value) \
                 or right.type != "NAME" or not self.lookup(right.value):
-            return _Compare(self.field(left), op, right)
+            return _Compare(self.field(left), op, right, op_token)
         flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
-        return _Compare(self.field(right), flipped, left)
+        return _Compare(self.field(right), flipped, left, op_token)
 
     def member(self, subject: Token, values: list[Token], negated: bool) -> Filter:
         field = self.field(subject)
@@ -360,18 +372,20 @@ class _RuleBuilder:
         any_of = atoms[0] if len(atoms) == 1 else Or(atoms)
         return Not(any_of) if negated else any_of
 
-    def atom(self, field: QueryField, op: str, tok: Token) -> Atom:
+    def atom(self, field: QueryField, op: str, tok: Token, op_tok: Token | None = None) -> Atom:
         assert op in OPS, op
-        value, prefix_len = self.constant(field, tok)
+        op_tok = op_tok or tok
         if field.kind == "exact" and op not in ("==", "!="):
             raise self.error(f"'{op}' on exact-match field '{field.qname}': only == and != are "
-                             f"allowed (it is declared query_field_exact)", tok)
+                             f"allowed (it is declared query_field_exact)", op_tok)
         if field.kind == "lpm" and op not in ("==", "!="):
             raise self.error(f"'{op}' on prefix-match field '{field.qname}': only == and != "
-                             f"are allowed (it is declared query_field_lpm)", tok)
+                             f"are allowed (it is declared query_field_lpm)", op_tok)
+        value, prefix_len = self.constant(field, tok)
         if prefix_len is not None:
             if op not in ("==", "!="):
-                raise self.error(f"a prefix can only be compared with == or !=, not '{op}'", tok)
+                raise self.error(f"a prefix can only be compared with == or !=, not '{op}'",
+                                 op_tok)
             if field.kind == "exact" and prefix_len != field.width:
                 raise self.error(f"prefix match on exact-match field '{field.qname}'", tok)
             if prefix_len == field.width:
