@@ -11,8 +11,13 @@ Each quirk below is what real clients send or expect:
   linked blocks.
 - gzip: decoding accepts multi-member streams (concatenated gzip members).
 - zstd: frames may omit the content size (librdkafka streams them).
-Backends: python-lz4 for lz4 (cramjam cannot turn off block linking), cramjam for
-snappy and zstd, the standard library for gzip.
+
+Decompression stops at `max_size` bytes (MESSAGE_TOO_LARGE beyond): a few KiB of
+zstd or gzip can otherwise expand to gigabytes inside the broker.
+
+Backends: python-lz4 for lz4 (cramjam cannot turn off block linking), zstandard
+for zstd (cramjam's cannot stop at a size), cramjam for snappy (raw and the
+blocks inside xerial framing), the standard library for gzip.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ import gzip
 import struct
 import zlib
 
+import io
+
 import cramjam
 import lz4.frame
+import zstandard
 
 from .errors import ErrorCode, RecordBatchError
 
@@ -44,24 +52,42 @@ _BLOCK_LEN = struct.Struct(">i")
 # xerial-snappy's default block size, as the Java client writes.
 XERIAL_BLOCK_SIZE = 32 * 1024
 
+# Largest decompressed records section accepted from one batch.
+DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
 
-def _gzip_decompress(data: bytes) -> bytes:
-    out = []
+
+def _too_large(limit: int) -> RecordBatchError:
+    return RecordBatchError(f"batch decompresses to more than {limit} bytes", ErrorCode.message_too_large)
+
+
+def _gzip_decompress(data: bytes, limit: int) -> bytes:
+    out, total = [], 0
     while data:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out.append(d.decompress(data))
+        chunk = d.decompress(data, limit - total + 1)
+        total += len(chunk)
+        if total > limit:
+            raise _too_large(limit)
+        out.append(chunk)
         if not d.eof:
             raise RecordBatchError("truncated gzip stream")
         data = d.unused_data
     return b"".join(out)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_raw(block: bytes, budget: int, limit: int) -> bytes:
+    # Raw snappy states its decompressed length up front: check before expanding.
+    if cramjam.snappy.decompress_raw_len(block) > budget:
+        raise _too_large(limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _snappy_raw(data, limit, limit)
     if len(data) < _XERIAL_HEADER.size:
         raise RecordBatchError("truncated xerial snappy header")
-    pos, out = _XERIAL_HEADER.size, []
+    pos, out, total = _XERIAL_HEADER.size, [], 0
     while pos < len(data):
         if pos + 4 > len(data):
             raise RecordBatchError("truncated xerial snappy block length")
@@ -69,7 +95,8 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise RecordBatchError(f"xerial snappy block of {n} bytes overruns the batch")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + n])))
+        out.append(_snappy_raw(data[pos : pos + n], limit - total, limit))
+        total += len(out[-1])
         pos += n
     return b"".join(out)
 
@@ -93,6 +120,26 @@ def _lz4_compress(data: bytes) -> bytes:
     )
 
 
+def _lz4_decompress(data: bytes, limit: int) -> bytes:
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(data, max_length=limit + 1)
+    if len(out) > limit:
+        raise _too_large(limit)
+    if not d.eof:
+        raise RecordBatchError("truncated lz4 frame")
+    return out
+
+
+def _zstd_decompress(data: bytes, limit: int) -> bytes:
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    out = bytearray()
+    while chunk := reader.read(min(limit + 1 - len(out), 1 << 20) or 1):
+        out += chunk
+        if len(out) > limit:
+            raise _too_large(limit)
+    return bytes(out)
+
+
 def compress(codec: Codec | int, data: bytes) -> bytes:
     codec = Codec(codec)
     if codec is Codec.NONE:
@@ -103,10 +150,10 @@ def compress(codec: Codec | int, data: bytes) -> bytes:
         return _snappy_compress(data)
     if codec is Codec.LZ4:
         return _lz4_compress(data)
-    return bytes(cramjam.zstd.compress(data, level=3))
+    return zstandard.ZstdCompressor(level=3).compress(data)
 
 
-def decompress(codec: Codec | int, data: bytes) -> bytes:
+def decompress(codec: Codec | int, data: bytes, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     """Decompress a batch's records section; any failure is a `RecordBatchError`."""
     try:
         codec = Codec(codec)
@@ -116,12 +163,12 @@ def decompress(codec: Codec | int, data: bytes) -> bytes:
         if codec is Codec.NONE:
             return data
         if codec is Codec.GZIP:
-            return _gzip_decompress(data)
+            return _gzip_decompress(data, max_size)
         if codec is Codec.SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, max_size)
         if codec is Codec.LZ4:
-            return lz4.frame.decompress(data)
-        return bytes(cramjam.zstd.decompress(data))
+            return _lz4_decompress(data, max_size)
+        return _zstd_decompress(data, max_size)
     except RecordBatchError:
         raise
     except Exception as exc:  # each backend has its own error types

@@ -29,7 +29,7 @@ import time
 
 from crc32c import crc32c
 
-from .compression import Codec, compress, decompress
+from .compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
 from .errors import ErrorCode, RecordBatchError
 
 __all__ = [
@@ -227,15 +227,23 @@ def _decode_records(batch: RecordBatch, body: bytes) -> tuple[Record, ...]:
     return tuple(records)
 
 
-def decode_batch(data: bytes, pos: int = 0, *, verify_crc: bool = True) -> RecordBatch:
+def decode_batch(
+    data: bytes, pos: int = 0, *, verify_crc: bool = True, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+) -> RecordBatch:
     """Decode the batch at `pos` fully, decompressing its records."""
     batch = read_batch_header(data, pos, verify_crc=verify_crc)
     body = bytes(data[pos + HEADER_SIZE : pos + batch.size])
-    body = decompress(batch.compression, body)
+    body = decompress(batch.compression, body, max_decompressed)
     return dataclasses.replace(batch, records=_decode_records(batch, body))
 
 
-def decode_batches(data: bytes, *, verify_crc: bool = True, allow_partial: bool = False) -> list[RecordBatch]:
+def decode_batches(
+    data: bytes,
+    *,
+    verify_crc: bool = True,
+    allow_partial: bool = False,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> list[RecordBatch]:
     """Every batch in a records field (a Produce partition or a Fetch answer).
 
     `allow_partial` ignores a truncated last batch, which Fetch responses may hold
@@ -247,7 +255,7 @@ def decode_batches(data: bytes, *, verify_crc: bool = True, allow_partial: bool 
             len(data) - pos < HEADER_SIZE or pos + LENGTH_OVERHEAD + struct.unpack_from(">i", data, pos + 8)[0] > len(data)
         ):
             break
-        batch = decode_batch(data, pos, verify_crc=verify_crc)
+        batch = decode_batch(data, pos, verify_crc=verify_crc, max_decompressed=max_decompressed)
         batches.append(batch)
         pos += batch.size
     return batches

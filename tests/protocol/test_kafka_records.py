@@ -241,3 +241,16 @@ def _raw_batches(name: str) -> list[bytes]:
     conn = ServerConnection()
     conn.receive_data((FIXTURES / name).read_bytes())
     return [records for _, _, records in produce.partitions(conn.next_request())]
+
+
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD], ids=lambda c: c.name.lower())
+def test_decompression_bombs_stop_at_the_limit(codec):
+    bomb = compress(codec, b"\0" * (4 << 20))
+    assert len(bomb) < 300 * 1024
+    with pytest.raises(RecordBatchError) as info:
+        decompress(codec, bomb, max_size=1 << 20)
+    assert info.value.error_code == ErrorCode.message_too_large
+    assert decompress(codec, bomb, max_size=4 << 20) == b"\0" * (4 << 20)
+    batch = encode_batch([Record(0, 1, None, b"\0" * (2 << 20))], compression=codec)
+    with pytest.raises(RecordBatchError):
+        decode_batches(batch, max_decompressed=1 << 20)
