@@ -3,8 +3,9 @@
 
 CreateTopics: v2 is Kafka 4's floor; v3-4 same layout (librdkafka asks up to 4);
 v5 flexible, and the response echoes num_partitions, replication_factor and
-configs (a view's configs are how `camus.source`/`camus.filter` arrive); v6-7:
-topic_id in the response. A bad `camus.filter` fails the topic with
+configs (a view's configs are how `camus.source`/`camus.filter` arrive); v6 same
+layout (quota violations answer THROTTLING_QUOTA_EXCEEDED); v7 topic_id in the
+response. A bad `camus.filter` fails the topic with
 INVALID_CONFIG and the parser's message in error_message.
 DeleteTopics: v1 throttle_time_ms; v4 flexible; v5 error_message; v6 topics as
 (name, topic_id) pairs instead of names.

@@ -16,7 +16,8 @@ Produce:
 InitProducerId:
 - v0-v1: transactional_id (null for idempotent producers) and timeout.
 - v2: flexible. v3: producer_id/epoch of an existing producer (epoch bump).
-- v5-v6: KIP-939 two-phase commit fields (enable2_pc, keep_prepared_txn),
+- v4: same layout (PRODUCER_FENCED). v5: same layout (KIP-890 transactions v2).
+- v6: KIP-939 two-phase commit fields (enable2_pc, keep_prepared_txn), and
   ongoing_txn_* in the response.
 Idempotent producers need this API (mandatory for the Java client, whose
 idempotence is on by default); transactions are not implemented, so a
