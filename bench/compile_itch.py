@@ -17,7 +17,7 @@ import random
 import time
 from pathlib import Path
 
-from compiler.compile import compile_rules
+from compiler.compile import compile_rules, no_cyclic_gc
 from compiler.rules import parse_rules
 from compiler.spec import load_spec
 
@@ -39,7 +39,8 @@ def main() -> None:
     spec = load_spec(ROOT / "p4/itch/itch.p4")
     text = workload(args.rules, args.seed)
     t0 = time.perf_counter()
-    rules = parse_rules(text, spec)
+    with no_cyclic_gc():  # as `camus compile` does
+        rules = parse_rules(text, spec)
     parse_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     c = compile_rules(spec, rules)

@@ -31,7 +31,7 @@ def register(sub) -> None:
 
 
 def cmd_compile(args) -> int:
-    from compiler.compile import compile_rules, write_outputs
+    from compiler.compile import compile_rules, no_cyclic_gc, write_outputs
     from compiler.dot import render
     from compiler.rules import parse_rules
     from compiler.spec import load_spec
@@ -42,7 +42,8 @@ def cmd_compile(args) -> int:
             text, source = sys.stdin.read(), "<stdin>"
         else:
             text, source = Path(args.rules).read_text(), args.rules
-        rules = parse_rules(text, spec, source=source)
+        with no_cyclic_gc():
+            rules = parse_rules(text, spec, source=source)
         order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
         with _Progress() as progress:
             c = compile_rules(spec, rules, order, progress=progress)
@@ -54,11 +55,9 @@ def cmd_compile(args) -> int:
         return 2
     write_outputs(c, args.out)
     if args.dot:
-        from compiler.tables import stable_ids
+        from compiler.tables import state_ids
 
-        d = c.diagram
-        ids = stable_ids({s: d.describe(s) for s in d.reachable()}, 32, {d.root: 0})
-        Path(args.dot).write_text(render(d, ids))
+        Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable())))
     st = c.stats
     print(f"{st['rules']} rules -> {st['entries']['total']} entries, {st['states']} states, "
           f"{st['multicast_groups']} multicast groups in {st['compile_seconds']:.2f} s; "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +37,29 @@ class Compiled:
 
 def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Compiled:
+    with no_cyclic_gc():
+        return _compile_rules(spec, rules, field_order, progress)
+
+
+@contextlib.contextmanager
+def no_cyclic_gc():
+    """Pause Python's cycle collector while building large acyclic structures.
+
+    Compiling 100K rules allocates millions of small tuples and sets, none of them in a
+    cycle; the collector would walk them over and over (about a quarter of the time) and
+    find nothing. Reference counting still frees everything.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
+                   progress: Callable[[int, int], None] | None) -> Compiled:
     started = time.perf_counter()
     items = []
     for rule in rules:
@@ -66,14 +91,18 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
 def compile_text(spec_text: str, rules_text: str, field_order: Sequence[str] | None = None,
                  name: str = "app") -> Compiled:
     spec = parse_spec(spec_text, name=name)
-    return compile_rules(spec, parse_rules(rules_text, spec), field_order)
+    with no_cyclic_gc():
+        rules = parse_rules(rules_text, spec)
+    return compile_rules(spec, rules, field_order)
 
 
 def compile_files(spec_path: str | Path, rules_path: str | Path,
                   field_order: Sequence[str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> Compiled:
     spec = load_spec(spec_path)
-    return compile_rules(spec, load_rules(rules_path, spec), field_order, progress)
+    with no_cyclic_gc():
+        rules = load_rules(rules_path, spec)
+    return compile_rules(spec, rules, field_order, progress)
 
 
 def match_kinds(spec: Spec, rules: Sequence[Rule]) -> dict[str, str]:

@@ -9,6 +9,8 @@ rule whose DNF is still absurdly large is rejected rather than compiled for minu
 
 from __future__ import annotations
 
+import functools
+
 from compiler import intervals as iv
 from compiler.ast import And, Atom, Const, Filter, Not, Or
 from compiler.errors import RuleError
@@ -24,14 +26,12 @@ def dnf(f: Filter, line: int | None = None) -> list[Conjunction]:
 
 def _dnf(f: Filter, negated: bool, line: int | None) -> list[Conjunction]:
     if isinstance(f, Atom):
-        s = iv.of_atom(f)
-        if negated:
-            s = iv.complement(s, f.field.max_value)
-        if not s:
+        s = _literal(f, negated)
+        if s is None:
             return []
-        if s == iv.full(f.field.max_value):
-            return [{}]
-        return [{f.field: s}]
+        return [{f.field: s}] if s else [{}]
+    if isinstance(f, And) and not negated and all(isinstance(i, Atom) for i in f.items):
+        return _atoms_conjunction(f.items)
     if isinstance(f, Const):
         return [{}] if f.value != negated else []
     if isinstance(f, Not):
@@ -50,6 +50,37 @@ def _dnf(f: Filter, negated: bool, line: int | None) -> list[Conjunction]:
             return [acc]
         return _product(parts, line)
     raise TypeError(f"not a filter: {f!r}")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _literal(a: Atom, negated: bool) -> iv.IntervalSet | None:
+    """The atom's interval set; None if it is unsatisfiable, () if it always holds."""
+    s = iv.of_atom(a)
+    if negated:
+        s = iv.complement(s, a.field.max_value)
+    if not s:
+        return None
+    if s == iv.full(a.field.max_value):
+        return ()
+    return s
+
+
+def _atoms_conjunction(atoms) -> list[Conjunction]:
+    """The most common filter shape by far (`a == 1 and b > 2`), without list products."""
+    out: Conjunction = {}
+    for a in atoms:
+        s = _literal(a, False)
+        if s is None:
+            return []
+        if not s:
+            continue
+        prev = out.get(a.field)
+        if prev is not None:
+            s = iv.intersect(prev, s)
+            if not s:
+                return []
+        out[a.field] = s
+    return [out]
 
 
 def _product(parts: list[list[Conjunction]], line: int | None) -> list[Conjunction]:

@@ -56,10 +56,16 @@ def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) 
     return out
 
 
+def state_ids(d: Diagram, reachable: list[int]) -> dict[int, int]:
+    """Every reachable state's id; the start state is 0 (and, being fixed, is never hashed)."""
+    return stable_ids({s: d.describe(s) for s in reachable if s != d.root}, STATE_BITS,
+                      {d.root: 0})
+
+
 def emit(d: Diagram, stages: list[Stage], leaf_table: str) -> tuple[list[dict], list[dict]]:
     """(table entries, multicast groups) in the entries.json form."""
     reachable = d.reachable()
-    ids = stable_ids({s: d.describe(s) for s in reachable}, STATE_BITS, {d.root: 0})
+    ids = state_ids(d, reachable)
     entries: list[dict] = []
     dead = {s for s in reachable if d.contents[s] == (frozenset(), frozenset())}
     leaves = {s: ports for s, ports in d.leaves().items() if ports}
