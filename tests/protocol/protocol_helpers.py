@@ -21,7 +21,7 @@ def fixture_files() -> list[pathlib.Path]:
 def parse_fixture_name(path: pathlib.Path) -> tuple[str, str, int, str]:
     """(client, api name lowercased, version, tag) from `<client>-<api>-v<N>[-<tag>].bin`."""
     stem = path.stem
-    for client in ("kafka-python", "librdkafka", "java"):
+    for client in ("kafka-python2", "kafka-python", "librdkafka", "java"):
         if stem.startswith(client + "-"):
             rest = stem[len(client) + 1 :].split("-")
             return client, rest[0], int(rest[1][1:]), "-".join(rest[2:])

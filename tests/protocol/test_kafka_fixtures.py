@@ -22,11 +22,13 @@ IDS = [p.name for p in FIXTURES]
 
 def test_fixtures_cover_every_client_and_the_core_apis():
     seen = {(parse_fixture_name(p)[0], parse_fixture_name(p)[1]) for p in FIXTURES}
-    for client in ("librdkafka", "kafka-python"):
+    for client in ("librdkafka", "kafka-python", "kafka-python2"):
         for api in ("apiversions", "metadata", "produce", "fetch", "listoffsets", "findcoordinator",
                     "joingroup", "syncgroup", "leavegroup", "offsetcommit", "offsetfetch", "initproducerid",
                     "createtopics", "deletetopics", "createpartitions", "describeconfigs",
                     "describegroups", "listgroups"):
+            if (client, api) == ("kafka-python2", "initproducerid"):
+                continue  # kafka-python 2.0 has no idempotent producer
             assert (client, api) in seen, f"no {client} fixture for {api}"
     for api in ("apiversions", "metadata", "produce", "initproducerid", "fetch", "listoffsets", "joingroup",
                 "syncgroup", "heartbeat", "offsetcommit", "offsetfetch", "leavegroup", "createtopics"):
