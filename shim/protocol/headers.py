@@ -15,11 +15,9 @@ import struct
 from functools import cache
 from typing import Any
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.serial import entity_reader, entity_writer
 
-__all__ = ["peek_header", "read_request_header", "write_response_header", "RequestHeaderV1"]
+__all__ = ["peek_header", "read_request_header", "read_body", "write_response_header", "write_body"]
 
 _FIXED = struct.Struct(">hhi")
 
@@ -57,7 +55,3 @@ def read_body(payload: bytes, offset: int, cls: type) -> tuple[Any, int]:
 
 def write_body(buffer: io.BytesIO, cls: type, body: Any) -> None:
     _writer(cls)(buffer, body)
-
-
-# A v0 response header is what ApiVersions always answers with; exported for tests.
-RESPONSE_HEADER_V0 = ResponseHeaderV0
