@@ -23,14 +23,30 @@ pub struct Action {
 }
 
 /// Sorted disjoint inclusive intervals of one state.
+///
+/// Lookups find the last interval starting at or below the value. A plain binary search
+/// over a few hundred intervals is a chain of dependent loads (it was half of the
+/// classification time), so the low ends are also sampled every `BLOCK` entries into
+/// `fence`: a lookup counts the fence entries at or below the value (a short, branch-free
+/// scan), then counts within one block. Both scans issue independent loads.
 #[derive(Default)]
 pub struct RangeSet {
     los: Vec<u64>,
     his: Vec<u64>,
     acts: Vec<Action>,
+    fence: Vec<u64>,
 }
 
+const BLOCK: usize = 16;
+const LINEAR_FENCE: usize = 64; // beyond this many blocks, bisect the fence instead
+
 impl RangeSet {
+    fn refence(&mut self, from: usize) {
+        let first_block = from / BLOCK;
+        self.fence.truncate(first_block);
+        self.fence.extend(self.los.iter().skip(first_block * BLOCK).step_by(BLOCK).copied());
+    }
+
     fn insert(&mut self, lo: u64, hi: u64, act: Action) {
         let i = self.los.partition_point(|&x| x < lo);
         if i < self.los.len() && self.los[i] == lo && self.his[i] == hi {
@@ -39,6 +55,7 @@ impl RangeSet {
             self.los.insert(i, lo);
             self.his.insert(i, hi);
             self.acts.insert(i, act);
+            self.refence(i);
         }
     }
 
@@ -48,14 +65,30 @@ impl RangeSet {
             self.los.remove(i);
             self.his.remove(i);
             self.acts.remove(i);
+            self.refence(i);
         }
     }
 
-    #[inline]
+    #[inline(always)]
+    fn count_le(xs: &[u64], v: u64) -> usize {
+        xs.iter().map(|&x| (x <= v) as usize).sum()
+    }
+
+    #[inline(always)]
     fn lookup(&self, v: u64) -> Option<Action> {
-        // The last interval starting at or below v is the only one that can hold it.
-        let i = self.los.partition_point(|&x| x <= v);
-        if i > 0 && v <= self.his[i - 1] {
+        let blocks = if self.fence.len() <= LINEAR_FENCE {
+            Self::count_le(&self.fence, v)
+        } else {
+            self.fence.partition_point(|&x| x <= v)
+        };
+        if blocks == 0 {
+            return None; // below the first interval
+        }
+        let start = (blocks - 1) * BLOCK;
+        let end = (start + BLOCK).min(self.los.len());
+        let i = start + Self::count_le(&self.los[start..end], v);
+        // i >= start + 1: the block's first low end is its fence value, which is <= v.
+        if v <= self.his[i - 1] {
             Some(self.acts[i - 1])
         } else {
             None
@@ -180,7 +213,7 @@ impl Table {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, state: u64, v: u64) -> Option<Action> {
         match self {
             Table::State(m) => m.get(&state).copied(),
@@ -217,6 +250,26 @@ mod tests {
         assert_eq!(t.lookup(1, 15), None);
         t.uninstall(0, 10, 20, 1);
         assert_eq!(t.lookup(0, 15), None);
+    }
+
+    #[test]
+    fn range_lookup_agrees_with_a_scan_across_block_sizes() {
+        for n in [1usize, 15, 16, 17, 100, 2000] {
+            let mut t = Table::new("range", 32).unwrap();
+            // Intervals [10k, 10k + 4] in shuffled insertion order, one removed.
+            let mut order: Vec<usize> = (0..n).collect();
+            order.reverse();
+            order.rotate_left(n / 3);
+            for &k in &order {
+                t.install(0, 10 * k as u64, 10 * k as u64 + 4, 1, Action { code: FWD, param: k as u64 });
+            }
+            t.uninstall(0, 10 * (n as u64 / 2), 10 * (n as u64 / 2) + 4, 1);
+            for v in 0..(10 * n as u64 + 20) {
+                let k = v / 10;
+                let want = if v % 10 <= 4 && (k as usize) < n && k != n as u64 / 2 { Some(k) } else { None };
+                assert_eq!(t.lookup(0, v).map(|a| a.param), want, "n={n} v={v}");
+            }
+        }
     }
 
     #[test]
