@@ -191,3 +191,14 @@ def test_a_stage_can_decide_and_skip_later_stages_and_leaf(impl):
     t = dp.counters()["tables"]
     assert t["itch_price"] == {"hits": 0, "misses": 1}
     assert t["itch_leaf"] == {"hits": 0, "misses": 0}
+
+
+def test_native_classify_reports_each_message_decision():
+    from switch.native_dataplane import pack
+
+    dp = load(ITCH_PIPELINE, itch_entries(), impl="native")
+    frames = [itch_frame([add_order("GOOGL", 60), add_order("MSFT", 1), DELETE_ORDER, add_order("GOOGL", 1)]),
+              b"garbage", itch_frame([], count=0), itch_frame([add_order("AAPL", 1)])]
+    codes, counts = dp.classify_packed(*pack(frames), 0)
+    assert struct.unpack("<4I", counts) == (4, 0, 0, 1)
+    assert struct.unpack("<5Q", codes) == ((2 << 32) | 10, 0, 0, (1 << 32) | 1, (1 << 32) | 2)

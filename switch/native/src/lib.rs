@@ -6,7 +6,8 @@
 //! frames packed into one buffer with a little-endian u32 length per frame
 //! (`process_packed`, returning the copies packed the same way plus a record per copy), and
 //! `classify_packed`, the table walk alone (one leaf code per message, no replication), which
-//! the benchmark measures.
+//! the benchmark measures. The packed calls release the GIL while they work; one `Switch`
+//! is used by one thread at a time (a concurrent call gets PyO3's "already borrowed" error).
 
 mod switch;
 mod tables;
@@ -98,21 +99,24 @@ impl Switch {
         let input = frames(buf, lengths)?;
         // Buffers are kept between calls: growing fresh multi-megabyte vectors every batch
         // cost more in page faults and copies than the copies themselves.
-        let (out, copies, records) = (&mut self.out, &mut self.copies, &mut self.records);
-        out.clear();
-        copies.clear();
-        records.clear();
-        for (i, frame) in input.iter().enumerate() {
-            let before = copies.len();
-            self.inner.process(frame, in_port, out, copies);
-            for c in &copies[before..] {
-                let mut rec = [0u8; 16];
-                for (k, v) in [i as u32, c.port, c.start as u32, c.len as u32].into_iter().enumerate() {
-                    rec[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+        let (inner, out, copies, records) = (&mut self.inner, &mut self.out, &mut self.copies, &mut self.records);
+        // Other Python threads run while the batch is processed (the input is immutable bytes).
+        py.detach(|| {
+            out.clear();
+            copies.clear();
+            records.clear();
+            for (i, frame) in input.iter().enumerate() {
+                let before = copies.len();
+                inner.process(frame, in_port, out, copies);
+                for c in &copies[before..] {
+                    let mut rec = [0u8; 16];
+                    for (k, v) in [i as u32, c.port, c.start as u32, c.len as u32].into_iter().enumerate() {
+                        rec[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                    records.extend_from_slice(&rec);
                 }
-                records.extend_from_slice(&rec);
             }
-        }
+        });
         Ok((PyBytes::new(py, out), PyBytes::new(py, records)))
     }
 
@@ -127,13 +131,15 @@ impl Switch {
         in_port: u32,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let input = frames(buf, lengths)?;
-        let (codes, counts) = (&mut self.out, &mut self.records);
-        codes.clear();
-        counts.clear();
-        for frame in &input {
-            let n = self.inner.classify(frame, in_port, codes);
-            counts.extend_from_slice(&n.to_le_bytes());
-        }
+        let (inner, codes, counts) = (&mut self.inner, &mut self.out, &mut self.records);
+        py.detach(|| {
+            codes.clear();
+            counts.clear();
+            for frame in &input {
+                let n = inner.classify(frame, in_port, codes);
+                counts.extend_from_slice(&n.to_le_bytes());
+            }
+        });
         Ok((PyBytes::new(py, codes), PyBytes::new(py, counts)))
     }
 
