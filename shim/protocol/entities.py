@@ -77,10 +77,12 @@ def _slots(cls: type) -> tuple[_Slot, ...]:
 def _zero(slot: _Slot) -> Any:
     if slot.default is not dataclasses.MISSING:
         return slot.default
+    if slot.kind in (_ENTITY_TUPLE, _PRIMITIVE_TUPLE):
+        # Even a nullable array defaults to empty: clients iterate them without a
+        # null check (the Java admin throws on a null CreateTopics `configs`).
+        return ()
     if slot.optional:
         return None
-    if slot.kind in (_ENTITY_TUPLE, _PRIMITIVE_TUPLE):
-        return ()
     if slot.kind == _ENTITY:
         return build(slot.entity)
     return _ZERO_BY_TYPE[slot.kafka_type]

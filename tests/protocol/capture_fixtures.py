@@ -180,9 +180,15 @@ def run_java(bootstrap: str, capture: Capture, libs: pathlib.Path) -> None:
          "--messages", "1", "--timeout", "4000", "--group", "fixture-group")
     tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", "created",
          "--partitions", "2", "--config", "retention.ms=1000")
-    tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, "--describe",
+    tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--alter", "--topic", "created",
+         "--partitions", "4")
+    tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--delete", "--topic", "created")
+    tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--describe",
          "--entity-type", "topics", "--entity-name", TOPIC)
+    tool("org.apache.kafka.tools.ClusterTool", "cluster-id", "--bootstrap-server", bootstrap)
     tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bootstrap, "--list")
+    tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bootstrap,
+         "--describe", "--group", "fixture-group")
 
 
 def main() -> None:

@@ -31,7 +31,9 @@ def test_fixtures_cover_every_client_and_the_core_apis():
                 continue  # kafka-python 2.0 has no idempotent producer
             assert (client, api) in seen, f"no {client} fixture for {api}"
     for api in ("apiversions", "metadata", "produce", "initproducerid", "fetch", "listoffsets", "joingroup",
-                "syncgroup", "heartbeat", "offsetcommit", "offsetfetch", "leavegroup", "createtopics"):
+                "syncgroup", "heartbeat", "offsetcommit", "offsetfetch", "leavegroup", "createtopics",
+                "createpartitions", "deletetopics", "describeconfigs", "describecluster", "describegroups",
+                "listgroups"):
         assert ("java", api) in seen, f"no java fixture for {api}"
 
 
