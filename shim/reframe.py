@@ -1,0 +1,168 @@
+"""Kafka records as fixed-width UDP packets, and back.
+
+Every record becomes one or more Ethernet/IPv4/UDP packets to the Kafka application's port
+(`p4/kafka/kafka.p4`, `@udp_port`), each holding the camus Kafka header and a fragment of the
+encoded record. All fragments of a record carry the same header but for the fragment index,
+so the switch gives every fragment the same forwarding decision; the receiving endpoint
+reassembles. The header layout below is checked against kafka.p4 by the tests, so the two
+cannot drift apart.
+
+Record encoding inside the packets (big-endian): timestamp i64, key (i32 length, -1 = null,
+bytes), value (likewise), header count u16, then per header: name (u16 length, UTF-8) and
+value (i32 length, -1 = null, bytes).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+HEADER = struct.Struct(">IIQHHI8Q")  # topic, partition, offset, frag index, frag count, length, slots
+ETH_IP_UDP = 14 + 20 + 8
+DEFAULT_FRAGMENT = 1400  # record bytes per packet: whole packets stay under a 1500-byte MTU
+MAX_RECORD = (1 << 20) + (1 << 19)  # what reassembly accepts (1.5 MiB), beyond Kafka's 1 MiB default
+
+
+@dataclass(frozen=True)
+class Record:
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class Addressing:
+    src_mac: bytes = bytes.fromhex("02cafe000001")
+    dst_mac: bytes = bytes.fromhex("02cafe000002")
+    src_ip: bytes = bytes([10, 0, 0, 1])
+    dst_ip: bytes = bytes([10, 0, 0, 2])
+    src_port: int = 40000
+    dst_port: int = 9094
+
+
+def encode_record(r: Record) -> bytes:
+    out = [struct.pack(">q", r.timestamp), _blob(r.key), _blob(r.value),
+           struct.pack(">H", len(r.headers))]
+    for name, value in r.headers:
+        raw = name.encode()
+        out.append(struct.pack(">H", len(raw)) + raw)
+        out.append(_blob(value))
+    return b"".join(out)
+
+
+def decode_record(data: bytes) -> Record:
+    (ts,) = struct.unpack_from(">q", data, 0)
+    key, pos = _unblob(data, 8)
+    value, pos = _unblob(data, pos)
+    (n,) = struct.unpack_from(">H", data, pos)
+    pos += 2
+    headers = []
+    for _ in range(n):
+        (ln,) = struct.unpack_from(">H", data, pos)
+        name = data[pos + 2:pos + 2 + ln].decode()
+        hv, pos = _unblob(data, pos + 2 + ln)
+        headers.append((name, hv))
+    if pos != len(data):
+        raise ValueError(f"{len(data) - pos} trailing bytes after the record")
+    return Record(ts, key, value, tuple(headers))
+
+
+def _blob(b: bytes | None) -> bytes:
+    return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
+
+
+def _unblob(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    (ln,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    if ln < 0:
+        return None, pos
+    if pos + ln > len(data):
+        raise ValueError("truncated record")
+    return data[pos:pos + ln], pos + ln
+
+
+def packets(topic_id: int, partition: int, offset: int, slots: list[int], record: Record,
+            addr: Addressing = Addressing(), fragment: int = DEFAULT_FRAGMENT) -> list[bytes]:
+    """The record as packets: same header on every fragment but the fragment index."""
+    body = encode_record(record)
+    count = max(1, -(-len(body) // fragment))
+    if count > 0xFFFF:
+        raise ValueError(f"record of {len(body)} bytes needs more than 65535 fragments")
+    out = []
+    for i in range(count):
+        chunk = body[i * fragment:(i + 1) * fragment]
+        payload = HEADER.pack(topic_id, partition, offset, i, count, len(body), *slots) + chunk
+        out.append(_frame(addr, payload))
+    return out
+
+
+def _frame(a: Addressing, payload: bytes) -> bytes:
+    udp_len = 8 + len(payload)
+    ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0,
+                               a.src_ip, a.dst_ip))
+    struct.pack_into(">H", ip, 10, ipv4_checksum(ip))
+    udp = struct.pack(">HHHH", a.src_port, a.dst_port, udp_len, 0)  # checksum 0: allowed in IPv4
+    return a.dst_mac + a.src_mac + b"\x08\x00" + bytes(ip) + udp + payload
+
+
+def ipv4_checksum(header: bytes) -> int:
+    total = sum(struct.unpack(f">{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@dataclass
+class Reassembler:
+    """Collects fragments into records; bounded, and counts what it had to give up on."""
+
+    max_pending: int = 4096
+    pending: OrderedDict = field(default_factory=OrderedDict)
+    malformed: int = 0
+    evicted: int = 0
+
+    def push(self, frame: bytes) -> tuple[int, int, int, Record] | None:
+        """(topic, partition, offset, record) once the frame completes a record, else None."""
+        if len(frame) < ETH_IP_UDP + HEADER.size:
+            self.malformed += 1
+            return None
+        ihl = (frame[14] & 0x0F) * 4
+        start = 14 + ihl + 8
+        try:
+            topic, part, off, index, count, length, *_ = HEADER.unpack_from(frame, start)
+        except struct.error:
+            self.malformed += 1
+            return None
+        chunk = frame[start + HEADER.size:]
+        if count == 0 or index >= count or length > MAX_RECORD:
+            self.malformed += 1
+            return None
+        key = (topic, part, off)
+        if count == 1:
+            return self._finish(key, chunk, length)
+        parts = self.pending.get(key)
+        if parts is None:
+            if len(self.pending) >= self.max_pending:
+                self.pending.popitem(last=False)
+                self.evicted += 1
+            parts = self.pending[key] = [None] * count
+        if len(parts) != count:
+            self.malformed += 1
+            return None
+        parts[index] = chunk
+        if any(p is None for p in parts):
+            return None
+        del self.pending[key]
+        return self._finish(key, b"".join(parts), length)
+
+    def _finish(self, key, body: bytes, length: int):
+        if len(body) != length:
+            self.malformed += 1
+            return None
+        try:
+            return (*key, decode_record(body))
+        except (ValueError, struct.error, UnicodeDecodeError):
+            self.malformed += 1
+            return None

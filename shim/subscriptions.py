@@ -1,0 +1,99 @@
+"""From Kafka subscriptions to packet-subscription rules over the camus Kafka header.
+
+A consumer's subscription (a plain topic, or a view with a filter, restricted to the
+partitions its group assigned it) becomes one rule
+
+    kafka.topic_id == T and kafka.partition in {...} and <view filter> : fwd(endpoint)
+
+A view's filter is written with the topic's schema names (`price > 100 and side == "B"`);
+it is parsed against the topic's schema, so errors point into the filter text, and then
+rewritten onto the attribute slots of `p4/kafka/kafka.p4`, which is the one static pipeline
+every topic shares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule
+from compiler.errors import SpecError
+from compiler.rules import parse_filter
+from compiler.spec import QueryField, Spec, load_spec
+from shim.schema import Schema
+
+KAFKA_SPEC = Path(__file__).resolve().parent.parent / "p4" / "kafka" / "kafka.p4"
+
+
+def kafka_spec() -> Spec:
+    return load_spec(KAFKA_SPEC)
+
+
+class TopicSpec(Spec):
+    """The Kafka spec seen through one topic's schema: schema names resolve to their slots,
+    typed with the schema's width (so `price > 5000000000` on a u32 is an error)."""
+
+    def __init__(self, base: Spec, schema: Schema):
+        super().__init__(base.name, base.headers, base.udp_port, base.framing,
+                         base.packet_header, base.message_type_field, base.message_types,
+                         dict(base.query_fields))
+        self.base = base
+        self.aliases: dict[str, QueryField] = {}
+        for f in schema.fields:
+            slot = base.query_fields[f"kafka.slot{f.slot}"]
+            self.aliases[f.name] = QueryField(slot.qname, f.width, slot.bit_offset, "range",
+                                              f.is_string)
+
+    def resolve(self, name, line=None, column=None, source=None) -> QueryField:
+        if name in self.aliases:
+            return self.aliases[name]
+        known = ", ".join(self.aliases) or "none"
+        raise SpecError(f"unknown field '{name}' (this topic's schema declares: {known})",
+                        line, column, source)
+
+
+def view_filter(base: Spec, schema: Schema | None, text: str) -> Filter:
+    """A view's `camus.filter`, checked against the topic schema, over the Kafka spec's slots."""
+    spec = TopicSpec(base, schema or Schema([]))
+    return _onto(base, parse_filter(text, spec, source="camus.filter"))
+
+
+def _onto(base: Spec, f: Filter) -> Filter:
+    # Slot values are zero-extended, so an atom keeps its meaning on the 64-bit slot.
+    if isinstance(f, Atom):
+        return Atom(base.query_fields[f.field.qname], f.op, f.value, f.prefix_len, f.line,
+                    f.column)
+    if isinstance(f, (And, Or)):
+        return type(f)(tuple(_onto(base, i) for i in f.items))
+    if isinstance(f, Not):
+        return Not(_onto(base, f.item))
+    return f
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One endpoint's wish: records of `topic_id` (in `partitions`, or all) that pass `filter`."""
+
+    topic_id: int
+    port: int
+    partitions: frozenset[int] | None = None
+    filter: Filter = Const(True)
+
+
+def rules_for(base: Spec, subs: list[Subscription]) -> list[Rule]:
+    topic = base.query_fields["kafka.topic_id"]
+    partition = base.query_fields["kafka.partition"]
+    rules = []
+    for s in subs:
+        parts: list[Filter] = [Atom(topic, "==", s.topic_id)]
+        if s.partitions is not None:
+            alts = tuple(Atom(partition, "==", p) for p in sorted(s.partitions))
+            if not alts:
+                parts.append(Const(False))
+            else:
+                parts.append(alts[0] if len(alts) == 1 else Or(alts))
+        if s.filter != Const(True):
+            parts.append(s.filter)
+        rules.append(Rule(And(tuple(parts)), frozenset([s.port]), 0,
+                          f"topic {s.topic_id} partitions {sorted(s.partitions or [])}"))
+    return rules

@@ -1,0 +1,72 @@
+"""Records to packets and back, and the header layout against p4/kafka/kafka.p4."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compiler.spec import load_spec
+from shim.reframe import (HEADER, Reassembler, Record, decode_record, encode_record,
+                          ipv4_checksum, packets)
+from shim.subscriptions import KAFKA_SPEC
+
+
+def test_header_layout_is_kafka_p4():
+    spec = load_spec(KAFKA_SPEC)
+    (h,) = spec.headers
+    fmt = {8: "B", 16: "H", 32: "I", 64: "Q"}
+    assert ">" + "".join(fmt[f.width] for f in h.fields) == ">IIQHHI" + "Q" * 8
+    assert HEADER.size * 8 == h.bits
+
+
+records = st.builds(
+    Record,
+    timestamp=st.integers(-2**63, 2**63 - 1),
+    key=st.none() | st.binary(max_size=50),
+    value=st.none() | st.binary(max_size=5000),
+    headers=st.lists(st.tuples(st.text(max_size=10), st.none() | st.binary(max_size=20)),
+                     max_size=4).map(tuple),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records, st.integers(1, 3000), st.randoms())
+def test_fragments_reassemble_in_any_order(record, fragment, rnd):
+    assert decode_record(encode_record(record)) == record
+    frames = packets(7, 3, 12345, list(range(8)), record, fragment=fragment)
+    for f in frames:
+        assert ipv4_checksum(f[14:34]) == 0  # a valid header sums to zero
+        assert len(f) <= 14 + 20 + 8 + HEADER.size + fragment
+    rnd.shuffle(frames)
+    r = Reassembler()
+    done = [r.push(f) for f in frames]
+    assert [d for d in done[:-1] if d is not None] == []
+    assert done[-1] == (7, 3, 12345, record)
+    assert r.malformed == 0 and not r.pending
+
+
+def test_one_mebibyte_record():
+    record = Record(1, b"k", random.Random(1).randbytes(1 << 20))
+    frames = packets(1, 0, 0, [0] * 8, record)
+    assert len(frames) == -(-len(encode_record(record)) // 1400)
+    r = Reassembler()
+    out = [x for x in map(r.push, frames) if x]
+    assert out == [(1, 0, 0, record)]
+
+
+def test_garbage_is_counted_not_raised():
+    r = Reassembler()
+    good = packets(1, 0, 5, [0] * 8, Record(0, None, b"x" * 3000))
+    for junk in (b"", b"\x00" * 20, good[0][:60], good[0][:-1] + b"", bytes(200)):
+        assert r.push(junk) is None
+    assert r.malformed >= 3
+
+
+def test_pending_is_bounded():
+    r = Reassembler(max_pending=3)
+    for off in range(10):
+        first = packets(1, 0, off, [0] * 8, Record(0, None, b"y" * 3000))[0]
+        r.push(first)
+    assert len(r.pending) == 3 and r.evicted == 7
