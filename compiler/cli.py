@@ -19,6 +19,10 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--field-order", help="comma-separated fields, first tested first")
     p.add_argument("--dot", help="also write the decision diagram as Graphviz dot")
+    p.add_argument("--static", action="store_true",
+                   help="one stage per query field with its declared match kind, whatever the "
+                        "rules test: the pipeline then serves any rule set (entries change, "
+                        "the program does not)")
     p.set_defaults(func=cmd_compile)
 
     e = sub.add_parser("eval", help="run compiled tables on JSON-lines messages from stdin",
@@ -46,7 +50,7 @@ def cmd_compile(args) -> int:
             rules = parse_rules(text, spec, source=source)
         order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
         with _Progress() as progress:
-            c = compile_rules(spec, rules, order, progress=progress)
+            c = compile_rules(spec, rules, order, progress=progress, static=args.static)
     except CamusError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2

@@ -36,9 +36,13 @@ class Compiled:
 
 
 def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> Compiled:
+                  progress: Callable[[int, int], None] | None = None,
+                  static: bool = False) -> Compiled:
+    """Tables for `rules`. With `static`, the pipeline (stages, match kinds) depends on the
+    spec alone: every query field gets a stage with its declared match kind, so any rule set
+    compiles to entries for one and the same pipeline."""
     with no_cyclic_gc():
-        return _compile_rules(spec, rules, field_order, progress)
+        return _compile_rules(spec, rules, field_order, progress, static)
 
 
 @contextlib.contextmanager
@@ -59,14 +63,14 @@ def no_cyclic_gc():
 
 
 def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
-                   progress: Callable[[int, int], None] | None) -> Compiled:
+                   progress: Callable[[int, int], None] | None, static: bool) -> Compiled:
     started = time.perf_counter()
     items = []
     for rule in rules:
         for conj in dnf(rule.filter, rule.line):
             items.append((conj, rule.ports))
-    fields = order.choose(spec, (c for c, _ in items), field_order)
-    kinds = match_kinds(spec, rules)
+    fields = order.choose(spec, (c for c, _ in items), field_order, static)
+    kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
     stages = ir.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress)
     entries, groups = tables.emit(d, stages, ir.leaf_table(spec))
@@ -89,20 +93,21 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
 
 
 def compile_text(spec_text: str, rules_text: str, field_order: Sequence[str] | None = None,
-                 name: str = "app") -> Compiled:
+                 name: str = "app", static: bool = False) -> Compiled:
     spec = parse_spec(spec_text, name=name)
     with no_cyclic_gc():
         rules = parse_rules(rules_text, spec)
-    return compile_rules(spec, rules, field_order)
+    return compile_rules(spec, rules, field_order, static=static)
 
 
 def compile_files(spec_path: str | Path, rules_path: str | Path,
                   field_order: Sequence[str] | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> Compiled:
+                  progress: Callable[[int, int], None] | None = None,
+                  static: bool = False) -> Compiled:
     spec = load_spec(spec_path)
     with no_cyclic_gc():
         rules = load_rules(rules_path, spec)
-    return compile_rules(spec, rules, field_order, progress)
+    return compile_rules(spec, rules, field_order, progress, static)
 
 
 def match_kinds(spec: Spec, rules: Sequence[Rule]) -> dict[str, str]:

@@ -15,7 +15,27 @@ from compiler.spec import QueryField, Spec
 
 
 def choose(spec: Spec, conjunctions: Iterable[Conjunction],
-           override: Sequence[str] | None = None) -> list[QueryField]:
+           override: Sequence[str] | None = None, static: bool = False) -> list[QueryField]:
+    """The fields to test, in order.
+
+    `static`: every query field, in `override` order or else declaration order, whether or not
+    any rule tests it, so that the pipeline stays the same for every rule set (what a target
+    whose program is compiled once, like a Kafka broker's switch, needs).
+    """
+    if static:
+        declared = list(spec.query_fields.values())
+        if not override:
+            return declared
+        named = []
+        for name in override:
+            try:
+                q = spec.resolve(name)
+            except CamusError as exc:
+                raise CamusError(f"--field-order: {exc.message}") from None
+            if q in named:
+                raise CamusError(f"--field-order names '{q.qname}' twice")
+            named.append(q)
+        return named + [q for q in declared if q not in named]
     cuts: dict[QueryField, set[int]] = {}
     for conj in conjunctions:
         for q, ivs in conj.items():

@@ -14,7 +14,8 @@ from compiler.semantics import evaluate
 from .gen import random_message, random_rules, random_spec
 
 
-def check(seed: int, n_rules: int, n_messages: int = 200, permute: bool = False) -> None:
+def check(seed: int, n_rules: int, n_messages: int = 200, permute: bool = False,
+          static: bool = False) -> None:
     rng = random.Random(seed)
     spec, gens = random_spec(rng)
     rules = parse_rules(random_rules(rng, gens, n_rules), spec)
@@ -22,7 +23,12 @@ def check(seed: int, n_rules: int, n_messages: int = 200, permute: bool = False)
     if permute:
         order = [g.qname for g in gens]
         rng.shuffle(order)
-    tables = compile_rules(spec, rules, order).tables()
+    c = compile_rules(spec, rules, order, static=static)
+    if static:
+        assert [s.field for s in c.stages] == (order or [g.qname for g in gens])
+        assert [s.match_kind for s in c.stages] == [spec.query_fields[s.field].kind
+                                                     for s in c.stages]
+    tables = c.tables()
     for _ in range(n_messages):
         msg = random_message(rng, gens)
         assert tables.ports(msg) == evaluate(rules, msg), (seed, msg)
@@ -44,6 +50,13 @@ def test_large_rule_sets(seed, n_rules):
 @given(seed=st.integers(0, 2**32 - 1), n_rules=st.integers(1, 40))
 def test_any_field_order_is_correct(seed, n_rules):
     check(seed, n_rules, permute=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_rules=st.integers(1, 40), permute=st.booleans())
+def test_static_pipeline_is_correct(seed, n_rules, permute):
+    """Every query field staged with its declared kind, tested or not."""
+    check(seed, n_rules, permute=permute, static=True)
 
 
 @settings(max_examples=50, deadline=None)
