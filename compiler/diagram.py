@@ -143,25 +143,34 @@ class _Builder:
         cuts = sorted(events)
         if cuts[0] != 0:
             cuts.insert(0, 0)
-        counts: dict[tuple[int, int], int] = {}
+        # For each residual that follows, how many active items give each port. Only a port
+        # appearing or disappearing can change the successor, so only then is it rebuilt.
+        active: dict[int, dict[int, int]] = {}
         out: list[tuple[int, int, int]] = []
         succ = -1
         for j, lo in enumerate(cuts):
             changed = succ < 0
             for nxt, ports, delta in events.get(lo, ()):
+                counts = active.get(nxt)
+                if counts is None:
+                    counts = active[nxt] = {}
                 for port in ports:
-                    key = (nxt, port)
-                    c = counts.get(key, 0) + delta
+                    c = counts.get(port, 0) + delta
                     if c:
-                        counts[key] = c
-                        changed |= c == 1 and delta == 1
+                        counts[port] = c
+                        if c == 1 and delta == 1:
+                            changed = True
                     else:
-                        del counts[key]
+                        del counts[port]
                         changed = True
             if changed:
                 groups = {r: set(p) for r, p in base.items()}
-                for r, port in counts:
-                    groups.setdefault(r, set()).add(port)
+                for r, counts in active.items():
+                    if counts:
+                        if r in groups:
+                            groups[r].update(counts)
+                        else:
+                            groups[r] = set(counts)
                 succ = self.state(g, groups)
             hi = cuts[j + 1] - 1 if j + 1 < len(cuts) else top
             if out and out[-1][2] == succ:
