@@ -1,0 +1,173 @@
+"""A P4Runtime client: one connection to one device, as the primary controller.
+
+`P4RuntimeClient` opens the StreamChannel and wins arbitration with its election id, then
+offers the calls a controller needs: set/get the forwarding pipeline config, Write in batches
+(every failed update is reported with its P4Runtime `Error`, decoded from the gRPC status
+details as the spec carries them), and Read. It uses only the standard protobufs and stubs,
+so it drives camus's software switch and bmv2's `simple_switch_grpc` alike.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import grpc
+
+from compiler.p4runtime_protos import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
+
+DEFAULT_TARGET = "127.0.0.1:9559"
+DEFAULT_BATCH = 500
+
+
+@dataclass(frozen=True)
+class UpdateError:
+    """One failed update of a Write: its position in the batch, the update, the code and message."""
+
+    index: int
+    update: p4runtime_pb2.Update
+    code: int  # google.rpc.Code
+
+    message: str
+
+    @property
+    def code_name(self) -> str:
+        return code_pb2.Code.Name(self.code)
+
+    def __str__(self) -> str:
+        return f"update {self.index}: {self.code_name}: {self.message}"
+
+
+class WriteError(Exception):
+    """A Write in which some updates failed; `errors` lists them (the others were applied)."""
+
+    def __init__(self, errors: list[UpdateError]):
+        super().__init__(f"{len(errors)} update(s) failed; first: {errors[0]}")
+        self.errors = errors
+
+
+class ArbitrationError(Exception):
+    """The device did not make this client primary."""
+
+
+def update_errors(exc: grpc.RpcError, updates: list[p4runtime_pb2.Update]) -> list[UpdateError]:
+    """The per-update errors of a failed Write (P4Runtime spec: status details, one per update)."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            errors = []
+            for i, detail in enumerate(status.details):
+                err = p4runtime_pb2.Error()
+                if detail.Unpack(err) and err.canonical_code != code_pb2.OK:
+                    errors.append(UpdateError(i, updates[i] if i < len(updates) else None,
+                                              err.canonical_code, err.message))
+            if errors:
+                return errors
+    # No details: the whole request failed (e.g. PERMISSION_DENIED); blame every update.
+    code = code_pb2.Code.Value(exc.code().name)
+    return [UpdateError(i, u, code, exc.details() or "") for i, u in enumerate(updates)] or \
+        [UpdateError(0, None, code, exc.details() or "")]
+
+
+class P4RuntimeClient:
+    def __init__(self, target: str = DEFAULT_TARGET, device_id: int = 1, election_id: int = 1,
+                 timeout: float = 10.0):
+        self.target, self.device_id, self.election_id, self.timeout = target, device_id, election_id, timeout
+        self.channel = grpc.insecure_channel(target)
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        self._requests: queue.Queue = queue.Queue()
+        self._responses: queue.Queue = queue.Queue()
+        self._stream = None
+
+    # ---- connection and arbitration ----
+
+    def _election(self) -> p4runtime_pb2.Uint128:
+        return p4runtime_pb2.Uint128(high=self.election_id >> 64, low=self.election_id & ((1 << 64) - 1))
+
+    def arbitrate(self) -> None:
+        """Open the stream and become primary; ArbitrationError if another client outranks us."""
+        grpc.channel_ready_future(self.channel).result(timeout=self.timeout)
+        self._stream = self.stub.StreamChannel(iter(self._requests.get, None))
+        threading.Thread(target=self._read_stream, name="p4rt-client-stream", daemon=True).start()
+        msg = p4runtime_pb2.StreamMessageRequest()
+        msg.arbitration.device_id = self.device_id
+        msg.arbitration.election_id.CopyFrom(self._election())
+        self._requests.put(msg)
+        try:
+            reply = self._responses.get(timeout=self.timeout)
+        except queue.Empty:
+            raise ArbitrationError(f"{self.target}: no arbitration answer in {self.timeout} s") from None
+        if isinstance(reply, grpc.RpcError):
+            raise ArbitrationError(f"{self.target}: stream failed: {reply.code().name}: {reply.details()}")
+        if reply.arbitration.status.code != code_pb2.OK:
+            raise ArbitrationError(f"{self.target}: not primary (election id {self.election_id}; "
+                                   f"{reply.arbitration.status.message or 'another client is primary'})")
+
+    def _read_stream(self) -> None:
+        try:
+            for reply in self._stream:
+                if reply.WhichOneof("update") == "arbitration":
+                    self._responses.put(reply)
+        except grpc.RpcError as exc:
+            self._responses.put(exc)
+
+    def close(self) -> None:
+        self._requests.put(None)
+        if self._stream is not None:
+            self._stream.cancel()
+        self.channel.close()
+
+    def __enter__(self) -> "P4RuntimeClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- pipeline ----
+
+    def set_pipeline(self, p4info, device_config: bytes, cookie: int = 0) -> None:
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id, election_id=self._election(),
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        req.config.p4info.CopyFrom(p4info)
+        req.config.p4_device_config = device_config
+        req.config.cookie.cookie = cookie
+        self.stub.SetForwardingPipelineConfig(req, timeout=self.timeout)
+
+    def get_pipeline(self, response_type: str = "ALL") -> p4runtime_pb2.ForwardingPipelineConfig:
+        R = p4runtime_pb2.GetForwardingPipelineConfigRequest
+        req = R(device_id=self.device_id, response_type=R.ResponseType.Value(response_type))
+        return self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout).config
+
+    # ---- write and read ----
+
+    def write(self, updates: Iterable[p4runtime_pb2.Update], batch: int = DEFAULT_BATCH) -> int:
+        """Send `updates` in WriteRequests of at most `batch`; return how many were sent.
+
+        Every batch is sent even if an earlier one failed; WriteError then lists every failed
+        update, its index counted over all of `updates`.
+        """
+        updates = list(updates)
+        errors: list[UpdateError] = []
+        for start in range(0, len(updates), batch):
+            chunk = updates[start:start + batch]
+            req = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self._election(),
+                                             updates=chunk)
+            try:
+                self.stub.Write(req, timeout=self.timeout)
+            except grpc.RpcError as exc:
+                for e in update_errors(exc, chunk):
+                    errors.append(UpdateError(start + e.index, e.update, e.code, e.message))
+        if errors:
+            raise WriteError(errors)
+        return len(updates)
+
+    def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> Iterator[p4runtime_pb2.Entity]:
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=list(entities))
+        for reply in self.stub.Read(req, timeout=self.timeout):
+            yield from reply.entities
+
+    def capabilities(self) -> str:
+        return self.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=self.timeout).p4runtime_api_version

@@ -1,0 +1,179 @@
+"""Pushing a compiled pipeline directory to a P4Runtime target, writing only what changed.
+
+`push(client, config, entries)` makes the target hold exactly `entries` (entries.json):
+1. It asks the target for its config cookie; if the target runs another config (or none), it
+   sets ours (VERIFY_AND_COMMIT), which leaves the target empty.
+2. It reads what the target holds (table entries of every table, multicast groups), decoded by
+   name through the P4Info the target reports, and diffs that against `entries`.
+3. It writes the difference, in an order that never leaves a dangling reference or an
+   overlapping range: delete stale entries, insert/modify groups, insert new entries, modify
+   changed ones, delete stale groups.
+
+The cookie is a hash of the P4Info and device config, so an unchanged pipeline is never
+re-pushed (that would wipe every entry). Desired entries are round-tripped through the
+P4Runtime encoding before the diff, so the two sides are compared in one canonical form.
+`TargetConfig` builds the software switch's config from pipeline.json, or takes a P4Info and
+device config written by p4c for bmv2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from google.protobuf import text_format
+
+from compiler.p4info import build_p4info
+from compiler.p4runtime_entries import P4InfoIndex, entry_dict, entry_key, group_dict, multicast_entry, table_entry
+from compiler.p4runtime_protos import code_pb2, p4info_pb2, p4runtime_pb2
+from controller.p4runtime_client import P4RuntimeClient, WriteError
+
+Update = p4runtime_pb2.Update
+
+
+@dataclass
+class TargetConfig:
+    p4info: p4info_pb2.P4Info
+    device_config: bytes
+
+    @property
+    def cookie(self) -> int:
+        digest = hashlib.sha256(self.p4info.SerializeToString(deterministic=True) + self.device_config).digest()
+        return int.from_bytes(digest[:8], "big")
+
+    @classmethod
+    def software_switch(cls, directory: str | Path) -> "TargetConfig":
+        """camus's software switch: P4Info from the IR, device config = pipeline.json."""
+        raw = (Path(directory) / "pipeline.json").read_bytes()
+        return cls(build_p4info(json.loads(raw), counters=True), raw)
+
+    @classmethod
+    def from_files(cls, p4info_path: str | Path, device_config_path: str | Path) -> "TargetConfig":
+        """A p4c output (e.g. bmv2: `prog.p4info.txtpb` and `prog.json`)."""
+        data = Path(p4info_path).read_bytes()
+        info = p4info_pb2.P4Info()
+        try:
+            text_format.Parse(data.decode(), info)
+        except (UnicodeDecodeError, text_format.ParseError):
+            info.ParseFromString(data)
+        return cls(info, Path(device_config_path).read_bytes())
+
+
+@dataclass
+class PushReport:
+    pipeline_set: bool = False
+    inserted: int = 0
+    modified: int = 0
+    deleted: int = 0
+    groups: dict[str, int] = field(default_factory=lambda: {"inserted": 0, "modified": 0, "deleted": 0})
+
+    @property
+    def updates(self) -> int:
+        return self.inserted + self.modified + self.deleted + sum(self.groups.values())
+
+    def __str__(self) -> str:
+        g = self.groups
+        return (f"{'pipeline set; ' if self.pipeline_set else ''}table entries: {self.inserted} inserted, "
+                f"{self.modified} modified, {self.deleted} deleted; multicast groups: {g['inserted']} inserted, "
+                f"{g['modified']} modified, {g['deleted']} deleted")
+
+
+def _update(kind: int, **entity) -> p4runtime_pb2.Update:
+    return Update(type=kind, entity=p4runtime_pb2.Entity(**entity))
+
+
+def ensure_pipeline(client: P4RuntimeClient, config: TargetConfig) -> bool:
+    """Set `config` unless the target already runs it; return whether it was set."""
+    try:
+        current = client.get_pipeline("COOKIE_ONLY").cookie.cookie
+    except grpc.RpcError as exc:
+        if exc.code() not in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
+                              grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNIMPLEMENTED):
+            raise
+        current = None
+    if current == config.cookie:
+        return False
+    client.set_pipeline(config.p4info, config.device_config, config.cookie)
+    return True
+
+
+def read_state(client: P4RuntimeClient, index: P4InfoIndex) -> tuple[dict, dict | None]:
+    """What the target holds: {entry key: entry} and {group id: group} (None if unreadable)."""
+    entries = {}
+    for e in client.read([p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry())]):
+        d = entry_dict(index, e.table_entry)
+        entries[entry_key(d)] = d
+    try:
+        wildcard = p4runtime_pb2.PacketReplicationEngineEntry()
+        wildcard.multicast_group_entry.multicast_group_id = 0
+        groups = {}
+        for e in client.read([p4runtime_pb2.Entity(packet_replication_engine_entry=wildcard)]):
+            g = group_dict(e.packet_replication_engine_entry)
+            groups[g["id"]] = g
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+        groups = None  # older bmv2 cannot read groups back
+    return entries, groups
+
+
+def push(client: P4RuntimeClient, config: TargetConfig, entries: dict, batch: int = 500) -> PushReport:
+    """Make the target hold exactly `entries`; WriteError lists the updates that failed."""
+    report = PushReport(pipeline_set=ensure_pipeline(client, config))
+    index = P4InfoIndex(client.get_pipeline("P4INFO_AND_COOKIE").p4info)
+    want = {}
+    for e in entries.get("table_entries", []):
+        d = entry_dict(index, table_entry(index, e))  # canonical form, checked against the P4Info
+        want[entry_key(d)] = d
+    want_groups = {g["id"]: group_dict(multicast_entry(g)) for g in entries.get("multicast_groups", [])}
+    have, have_groups = ({}, {}) if report.pipeline_set else read_state(client, index)
+    unknown_groups = have_groups is None
+    have_groups = have_groups or {}
+
+    stale = [k for k in have if k not in want]
+    new = [k for k in want if k not in have]
+    changed = [k for k in want if k in have and (want[k].get("action"), want[k].get("params"))
+               != (have[k].get("action"), have[k].get("params"))]
+    group_new = [g for g in want_groups if g not in have_groups]
+    group_changed = [g for g in want_groups if g in have_groups and want_groups[g] != have_groups[g]]
+    group_stale = [g for g in have_groups if g not in want_groups]
+
+    def te(d: dict) -> p4runtime_pb2.TableEntry:
+        return table_entry(index, d)
+
+    updates = [_update(Update.DELETE, table_entry=te(have[k])) for k in stale]
+    updates += [_update(Update.INSERT, packet_replication_engine_entry=multicast_entry(want_groups[g]))
+                for g in group_new]
+    updates += [_update(Update.MODIFY, packet_replication_engine_entry=multicast_entry(want_groups[g]))
+                for g in group_changed]
+    updates += [_update(Update.INSERT, table_entry=te(want[k])) for k in new]
+    updates += [_update(Update.MODIFY, table_entry=te(want[k])) for k in changed]
+    updates += [_update(Update.DELETE, packet_replication_engine_entry=multicast_entry(have_groups[g]))
+                for g in group_stale]
+    try:
+        client.write(updates, batch)
+    except WriteError as exc:
+        errors = exc.errors
+        if unknown_groups:
+            errors = _retry_existing_groups(client, errors, batch)
+        if errors:
+            raise WriteError(errors) from None
+    report.deleted, report.inserted, report.modified = len(stale), len(new), len(changed)
+    report.groups.update(inserted=len(group_new), modified=len(group_changed), deleted=len(group_stale))
+    return report
+
+
+def _retry_existing_groups(client: P4RuntimeClient, errors: list, batch: int) -> list:
+    """Where groups could not be read, an insert of an existing group becomes a modify."""
+    retry = [e for e in errors if e.code == code_pb2.ALREADY_EXISTS and e.update is not None
+             and e.update.entity.WhichOneof("entity") == "packet_replication_engine_entry"]
+    rest = [e for e in errors if e not in retry]
+    if retry:
+        try:
+            client.write([Update(type=Update.MODIFY, entity=e.update.entity) for e in retry], batch)
+        except WriteError as exc:
+            rest += exc.errors
+    return rest
