@@ -22,19 +22,9 @@ def choose(spec: Spec, conjunctions: Iterable[Conjunction],
     any rule tests it, so that the pipeline stays the same for every rule set (what a target
     whose program is compiled once, like a Kafka broker's switch, needs).
     """
+    declared = list(spec.query_fields.values())
     if static:
-        declared = list(spec.query_fields.values())
-        if not override:
-            return declared
-        named = []
-        for name in override:
-            try:
-                q = spec.resolve(name)
-            except CamusError as exc:
-                raise CamusError(f"--field-order: {exc.message}") from None
-            if q in named:
-                raise CamusError(f"--field-order names '{q.qname}' twice")
-            named.append(q)
+        named = _named(spec, override or ())
         return named + [q for q in declared if q not in named]
     cuts: dict[QueryField, set[int]] = {}
     for conj in conjunctions:
@@ -45,19 +35,23 @@ def choose(spec: Spec, conjunctions: Iterable[Conjunction],
                 s.add(hi)
     used = set(cuts)
     if override:
-        order = []
-        for name in override:
-            try:
-                q = spec.resolve(name)
-            except CamusError as exc:
-                raise CamusError(f"--field-order: {exc.message}") from None
-            if q in order:
-                raise CamusError(f"--field-order names '{q.qname}' twice")
-            order.append(q)
+        order = _named(spec, override)
         missing = [q.qname for q in spec.query_fields.values() if q in used and q not in order]
         if missing:
             raise CamusError(f"--field-order leaves out field(s) the rules test: "
                              f"{', '.join(missing)}")
         return [q for q in order if q in used]
-    declared = list(spec.query_fields.values())
     return sorted(used, key=lambda q: (len(cuts[q]), q.kind != "exact", declared.index(q)))
+
+
+def _named(spec: Spec, names: Sequence[str]) -> list[QueryField]:
+    order: list[QueryField] = []
+    for name in names:
+        try:
+            q = spec.resolve(name)
+        except CamusError as exc:
+            raise CamusError(f"--field-order: {exc.message}") from None
+        if q in order:
+            raise CamusError(f"--field-order names '{q.qname}' twice")
+        order.append(q)
+    return order
