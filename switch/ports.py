@@ -1,0 +1,250 @@
+"""Port bindings: where the switch's numbered ports take frames from and send them to.
+
+A binding carries whole Ethernet frames:
+* `QueuePort`: in-process; frames sent out go to a callback (by default a queue the caller
+  reads), frames come in through `inject`. This is how the broker embeds the switch.
+* `UdpPort` (`udp:HOST:PORT[@BINDHOST:BINDPORT]`): each frame is one UDP datagram's payload
+  on 127.0.0.1. Frames out go to HOST:PORT; frames in arrive on the bound address (by
+  default an ephemeral port on 127.0.0.1; `local` says which). `udp:@BINDHOST:BINDPORT`
+  only receives.
+* `InterfacePort` (`iface:NAME`): a Linux interface through an AF_PACKET raw socket, e.g. a
+  veth end inside a network namespace. Frames this host sends on the interface are seen by
+  the socket as outgoing and skipped, so the switch never re-ingests its own output.
+
+`Ports` runs them: one receive thread per binding (each with a bounded wait, so stopping
+takes at most `POLL_SECONDS`), every received frame through `Device.process`, and each
+output copy out of its egress port's binding. Copies for a port with no binding are
+counted in `unbound` and dropped, like a frame sent out of an unplugged port.
+"""
+
+from __future__ import annotations
+
+import abc
+import queue
+import socket
+import threading
+from collections.abc import Callable
+
+from switch.device import Device
+
+POLL_SECONDS = 0.2
+MAX_FRAME = 65535
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+
+
+class PortError(ValueError):
+    """A port binding that cannot be parsed or opened."""
+
+
+class Port(abc.ABC):
+    """One binding: `send` a frame out; frames received are handed to `deliver` by `receive`."""
+
+    number: int
+
+    @abc.abstractmethod
+    def send(self, frame: bytes) -> None: ...
+
+    def receive(self, stop: threading.Event) -> bytes | None:
+        """Wait up to POLL_SECONDS for one frame (None if none came or the port only sends)."""
+        stop.wait(POLL_SECONDS)
+        return None
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def description(self) -> str:
+        return type(self).__name__
+
+
+class QueuePort(Port):
+    """An in-process port: output to `on_output` (default: the `output` queue), input by `inject`."""
+
+    def __init__(self, number: int, on_output: Callable[[bytes], None] | None = None):
+        self.number = number
+        self.output: queue.Queue[bytes] = queue.Queue()
+        self._input: queue.Queue[bytes] = queue.Queue()
+        self._on_output = on_output or self.output.put
+
+    def send(self, frame: bytes) -> None:
+        self._on_output(frame)
+
+    def inject(self, frame: bytes) -> None:
+        """A frame arriving on this port."""
+        self._input.put(frame)
+
+    def receive(self, stop: threading.Event) -> bytes | None:
+        try:
+            return self._input.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            return None
+
+    @property
+    def description(self) -> str:
+        return "in-process queue"
+
+
+def _address(text: str, what: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 0xFFFF:
+        raise PortError(f"{what}: expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+class UdpPort(Port):
+    def __init__(self, number: int, remote: tuple[str, int] | None, local: tuple[str, int] = ("127.0.0.1", 0)):
+        self.number = number
+        self.remote = remote
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.bind(local)
+        except OSError as exc:
+            self.sock.close()
+            raise PortError(f"port {number}: cannot bind {local[0]}:{local[1]}: {exc}") from None
+        self.sock.settimeout(POLL_SECONDS)
+        self.local = self.sock.getsockname()
+
+    def send(self, frame: bytes) -> None:
+        if self.remote is not None:
+            try:
+                self.sock.sendto(frame, self.remote)
+            except OSError:
+                pass  # nobody listening (ICMP unreachable): the frame is lost, as on a wire
+
+    def receive(self, stop: threading.Event) -> bytes | None:
+        try:
+            data, _ = self.sock.recvfrom(MAX_FRAME)
+            return data
+        except (socket.timeout, ConnectionRefusedError):
+            return None
+
+    def close(self) -> None:
+        self.sock.close()
+
+    @property
+    def description(self) -> str:
+        out = f" -> {self.remote[0]}:{self.remote[1]}" if self.remote else ""
+        return f"udp {self.local[0]}:{self.local[1]}{out}"
+
+
+class InterfacePort(Port):
+    def __init__(self, number: int, ifname: str):
+        self.number = number
+        self.ifname = ifname
+        try:
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        except (OSError, AttributeError) as exc:
+            raise PortError(f"port {number}: cannot open a raw socket (needs Linux and CAP_NET_RAW): {exc}") from None
+        try:
+            self.sock.bind((ifname, 0))
+        except OSError as exc:
+            self.sock.close()
+            raise PortError(f"port {number}: no interface {ifname!r}: {exc}") from None
+        self.sock.settimeout(POLL_SECONDS)
+
+    def send(self, frame: bytes) -> None:
+        try:
+            self.sock.send(frame)
+        except OSError:
+            pass  # interface down or frame too long for it: lost, as on a wire
+
+    def receive(self, stop: threading.Event) -> bytes | None:
+        try:
+            data, addr = self.sock.recvfrom(MAX_FRAME)
+        except socket.timeout:
+            return None
+        return None if addr[2] == PACKET_OUTGOING else data
+
+    def close(self) -> None:
+        self.sock.close()
+
+    @property
+    def description(self) -> str:
+        return f"interface {self.ifname}"
+
+
+def parse_binding(number: int, spec: str) -> Port:
+    """Open the binding `spec` (`udp:HOST:PORT[@BINDHOST:BINDPORT]`, `udp:@HOST:PORT`, `iface:NAME`)."""
+    kind, sep, rest = spec.partition(":")
+    if kind == "udp" and sep:
+        remote_text, at, local_text = rest.partition("@")
+        remote = _address(remote_text, f"port {number}") if remote_text else None
+        local = _address(local_text, f"port {number}") if at else ("127.0.0.1", 0)
+        if remote is None and not at:
+            raise PortError(f"port {number}: {spec!r} names neither a peer nor a local address")
+        return UdpPort(number, remote, local)
+    if kind == "iface" and rest:
+        return InterfacePort(number, rest)
+    raise PortError(f"port {number}: unknown binding {spec!r} (udp:HOST:PORT[@HOST:PORT] or iface:NAME)")
+
+
+def parse_port_option(text: str, default_number: int | None = None) -> tuple[int, str]:
+    """`N=SPEC` (or, with a default number, just `SPEC`) as (N, SPEC)."""
+    number, sep, spec = text.partition("=")
+    if sep and number.isdigit():
+        return int(number), spec
+    if default_number is not None:
+        return default_number, text
+    raise PortError(f"expected N=BINDING, got {text!r}")
+
+
+class Ports:
+    """The bound ports of a running switch, and the threads moving frames through `device`."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.egress: dict[int, Port] = {}
+        self.bindings: list[Port] = []
+        self.unbound = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._count_lock = threading.Lock()
+
+    def add(self, port: Port, egress: bool = True) -> Port:
+        """Bind `port`; `egress=False` for ingress-only bindings that must not receive copies."""
+        if egress:
+            if port.number in self.egress:
+                raise PortError(f"port {port.number} is bound twice")
+            self.egress[port.number] = port
+        self.bindings.append(port)
+        if self._threads:
+            self._start(port)
+        return port
+
+    def start(self) -> None:
+        for port in self.bindings:
+            self._start(port)
+
+    def _start(self, port: Port) -> None:
+        t = threading.Thread(target=self._run, args=(port,), name=f"port-{port.number}", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def _run(self, port: Port) -> None:
+        while not self._stop.is_set():
+            try:
+                frame = port.receive(self._stop)
+            except OSError:
+                if self._stop.is_set():
+                    return
+                raise
+            if frame is not None:
+                self.forward(frame, port.number)
+
+    def forward(self, frame: bytes, in_port: int) -> None:
+        """Run one frame through the device and send its copies out of their ports."""
+        for egress, copy in self.device.process(frame, in_port):
+            out = self.egress.get(egress)
+            if out is None:
+                with self._count_lock:
+                    self.unbound += 1
+            else:
+                out.send(copy)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=2 * POLL_SECONDS + 1)
+        for port in self.bindings:
+            port.close()

@@ -1,0 +1,94 @@
+"""`camus switch serve`: the software switch online.
+
+Loads DIR/pipeline.json (and DIR/entries.json, if present) into a `Device`, binds the ports
+given with `--port N=BINDING` (and ingress-only sockets with `--ingress [N=]BINDING`), serves
+P4Runtime on `--p4runtime` (127.0.0.1:9559 by default; `none` to disable) so a controller can
+change entries live, and forwards until SIGINT or SIGTERM, then prints the counters.
+
+Once everything is bound it prints one line per binding and a final `ready` line (stdout,
+flushed), so scripts and tests can wait for it; with port 0 the real addresses appear there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from switch.cli import format_counters
+from switch.dataplane import IMPLEMENTATIONS
+from switch.device import Device, config_from_dir
+from switch.ports import PortError, Ports, parse_binding, parse_port_option
+
+DEFAULT_P4RUNTIME = "127.0.0.1:9559"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the switch online: bound ports, P4Runtime control",
+                       description="Forward frames between bound ports through the pipeline; serve "
+                                   "P4Runtime so entries can change live. Stops on SIGINT/SIGTERM.")
+    p.add_argument("--pipeline", required=True, metavar="DIR",
+                   help="directory holding pipeline.json (and entries.json, loaded at start if present)")
+    p.add_argument("--p4runtime", default=DEFAULT_P4RUNTIME, metavar="HOST:PORT",
+                   help=f"P4Runtime listen address (default {DEFAULT_P4RUNTIME}; port 0 = ephemeral; "
+                        "'none' = no P4Runtime)")
+    p.add_argument("--port", action="append", default=[], metavar="N=BINDING",
+                   help="bind switch port N: udp:HOST:PORT[@BINDHOST:BINDPORT] (frames as UDP payloads) "
+                        "or iface:NAME (AF_PACKET); repeatable")
+    p.add_argument("--ingress", action="append", default=[], metavar="[N=]udp:HOST:PORT",
+                   help="a receive-only UDP socket bound to HOST:PORT whose frames enter on port N "
+                        "(default 0); repeatable")
+    p.add_argument("--impl", choices=IMPLEMENTATIONS, default="native", help="data plane (default native)")
+    p.add_argument("--device-id", type=int, default=1, metavar="N", help="P4Runtime device id (default 1)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    device = Device(args.impl, args.device_id)
+    try:
+        config, entries = config_from_dir(args.pipeline)
+        device.install(config, entries)
+    except (OSError, ValueError) as exc:
+        print(f"camus switch serve: cannot load {args.pipeline}: {exc}", file=sys.stderr)
+        return 2
+    ports = Ports(device)
+    server = None
+    try:
+        for text in args.port:
+            number, spec = parse_port_option(text)
+            ports.add(parse_binding(number, spec))
+        for text in args.ingress:
+            number, spec = parse_port_option(text, default_number=0)
+            if spec.startswith("udp:") and "@" not in spec:
+                spec = "udp:@" + spec[4:]  # an ingress binding only listens: the address is local
+            ports.add(parse_binding(number, spec), egress=False)
+        if args.p4runtime != "none":
+            from switch.p4runtime_server import serve  # grpc only when P4Runtime is wanted
+
+            server, p4rt_port = serve(device, args.p4runtime)
+            host = args.p4runtime.rpartition(":")[0]
+            print(f"p4runtime {host}:{p4rt_port} device {args.device_id}", flush=True)
+    except (PortError, OSError, RuntimeError) as exc:
+        print(f"camus switch serve: {exc}", file=sys.stderr)
+        ports.stop()
+        return 2
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    for port in ports.bindings:
+        print(f"port {port.number}: {port.description}", flush=True)
+    ports.start()
+    print("ready", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        ports.stop()
+        if server is not None:
+            server.stop(grace=1).wait(2)
+    with device.lock:
+        print(format_counters(device.dataplane.counters()))
+    print(f"unbound egress copies: {ports.unbound}")
+    return 0
