@@ -19,6 +19,8 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--field-order", help="comma-separated fields, first tested first")
     p.add_argument("--dot", help="also write the decision diagram as Graphviz dot")
+    p.add_argument("--p4", action="store_true",
+                   help="also write program.p4, p4info.txtpb and entries.txtpb (docs/p4.md)")
     p.add_argument("--static", action="store_true",
                    help="one stage per query field with its declared match kind, whatever the "
                         "rules test: the pipeline then serves any rule set (entries change, "
@@ -58,6 +60,10 @@ def cmd_compile(args) -> int:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
     write_outputs(c, args.out)
+    if args.p4:
+        from compiler.p4 import write_p4
+
+        write_p4(c.pipeline, c.entries, args.out)
     if args.dot:
         from compiler.tables import state_ids
 

@@ -1,0 +1,40 @@
+"""P4 identifiers for the names a pipeline IR carries, and the names every program shares.
+
+Spec authors name headers and fields freely; a few of those names are P4_16 keywords
+(`type`, `key`, `error`, ...) or collide with the program's own instances (`ethernet`,
+`ipv4`, `udp`). `ident` turns an IR name into a safe identifier; the control-plane names
+stay the IR's because every key element carries `@name("header.field")` (the naming
+contract of docs/pipeline-ir.md, "P4 names"), so escaping never shows in the P4Info.
+"""
+
+from __future__ import annotations
+
+import re
+
+# P4_16 (spec 1.2.x) reserved words. `state`, `key`, `actions`, `entries`, `type`, `apply`
+# and `priority` are accepted as names by the grammar in most positions, but escaping them
+# too costs nothing and keeps us clear of the positions where they are not.
+KEYWORDS = frozenset("""
+    abstract action actions apply bool bit break const continue control default else entries
+    enum error exit extern false for header header_union if in inout int key list match_kind
+    out package parser priority return select state string struct switch table this transition
+    true tuple type typedef varbit valueset verify void
+""".split())
+
+# Instances, types and controls the emitter declares itself; spec names must not shadow them.
+RESERVED = frozenset("""
+    ethernet ipv4 udp hdr meta packet standard_metadata main NoAction
+    headers_t metadata_t ethernet_t ipv4_t udp_t
+    CamusParser CamusVerifyChecksum CamusIngress CamusEgress CamusComputeChecksum CamusDeparser
+""".split())
+
+INGRESS, EGRESS = "CamusIngress", "CamusEgress"
+TABLE_SIZE = 1 << 16  # as compiler/p4info.py declares; p4c's default of 1024 is far too small
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def ident(name: str) -> str:
+    """`name` as a P4 identifier: keywords and the emitter's own names get a trailing `_`."""
+    if not _IDENT.match(name):
+        raise ValueError(f"{name!r} is not usable as a P4 identifier")
+    return name + "_" if name in KEYWORDS or name in RESERVED else name
