@@ -18,7 +18,7 @@ FRAMINGS = ("single", "moldudp64")
 MATCH_KINDS = ("exact", "range", "lpm", "ternary")
 MOLDUDP64_HEADER_BYTES = 20
 MAX_FIELD_WIDTH = 64
-MAX_STATE_WIDTH = 64
+MAX_STATE_WIDTH = 56  # the native tables pack an action and its parameter into 64 bits
 
 # Table roles: what a table's key is and which actions it may hold.
 STAGE, DEFAULT, LEAF, IPV4, EGRESS = "stage", "default", "leaf", "ipv4", "egress"

@@ -58,7 +58,7 @@ impl Switch {
     #[allow(clippy::too_many_arguments)]
     fn install(&mut self, table: usize, state: u64, a: u64, b: u64, priority: u32, code: u8, param: u64) -> PyResult<()> {
         let t = self.inner.tables.get_mut(table).ok_or_else(|| PyValueError::new_err("no such table"))?;
-        t.install(state, a, b, priority, Action { code, param });
+        t.install(state, a, b, priority, Action::new(code, param));
         Ok(())
     }
 

@@ -395,7 +395,7 @@ impl Switch {
             };
             match hit {
                 None => {} // a miss in both keeps the state
-                Some(Action { code: SET_STATE, param }) => state = param,
+                Some(h) if h.code() == SET_STATE => state = h.param(),
                 Some(h) => {
                     // fwd/mcast decide: later stages and the leaf are skipped.
                     decision = Some(h);
@@ -408,8 +408,8 @@ impl Switch {
             decision = self.lookup(leaf_table, state, 0);
         }
         match decision {
-            Some(Action { code: FWD, param }) => Leaf::Port(param as u32),
-            Some(Action { code: MCAST, param }) => Leaf::Group(param as u32),
+            Some(a) if a.code() == FWD => Leaf::Port(a.param() as u32),
+            Some(a) if a.code() == MCAST => Leaf::Group(a.param() as u32),
             _ => Leaf::None,
         }
     }
@@ -472,8 +472,8 @@ impl Switch {
     fn ipv4(&mut self, frame: &[u8], buf: &mut Vec<u8>, copies: &mut Vec<Copy>) -> Result<(), usize> {
         let dst = u32::from_be_bytes(frame[ETH + 16..ETH + 20].try_into().unwrap()) as u64;
         match self.lookup(self.ipv4_table, 0, dst) {
-            Some(a) if a.code != DROP => {
-                copies.push(Copy { port: a.param as u32, start: buf.len(), len: frame.len() });
+            Some(a) if a.code() != DROP => {
+                copies.push(Copy { port: a.param() as u32, start: buf.len(), len: frame.len() });
                 buf.extend_from_slice(frame);
                 Ok(())
             }
@@ -521,7 +521,7 @@ impl Switch {
                 while j < picks.len() && picks[j].0 == port && picks[j].1 == rid {
                     j += 1;
                 }
-                let dport = self.lookup(self.egress_table, port as u64, rid as u64).map(|a| a.param as u16);
+                let dport = self.lookup(self.egress_table, port as u64, rid as u64).map(|a| a.param() as u16);
                 let start = buf.len();
                 self.write_copy(frame, u, mold, seq, &blocks, &picks[i..j], dport, buf);
                 copies.push(Copy { port, start, len: buf.len() - start });

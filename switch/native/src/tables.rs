@@ -16,10 +16,31 @@ pub const DROP: u8 = 4;
 #[allow(dead_code)] // the egress table's only action: its param is read, never its code
 pub const SET_UDP_PORT: u8 = 5;
 
+/// An action and its one parameter packed in 8 bytes (code in the top byte): table
+/// memory is what the classification rate is bound by, and a 16-byte action made every
+/// range entry a third larger. Parameters therefore have at most 56 bits (switch/ir.py
+/// caps state_width accordingly; ports, groups and UDP ports are narrower).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Action {
-    pub code: u8,
-    pub param: u64,
+pub struct Action(u64);
+
+pub const PARAM_BITS: u32 = 56;
+
+impl Action {
+    #[inline(always)]
+    pub const fn new(code: u8, param: u64) -> Action {
+        debug_assert!(param >> PARAM_BITS == 0);
+        Action(((code as u64) << PARAM_BITS) | (param & ((1u64 << PARAM_BITS) - 1)))
+    }
+
+    #[inline(always)]
+    pub fn code(self) -> u8 {
+        (self.0 >> PARAM_BITS) as u8
+    }
+
+    #[inline(always)]
+    pub fn param(self) -> u64 {
+        self.0 & ((1u64 << PARAM_BITS) - 1)
+    }
 }
 
 /// Sorted disjoint inclusive intervals of one state.
@@ -32,8 +53,8 @@ pub struct Action {
 #[derive(Default)]
 pub struct RangeSet {
     los: Vec<u64>,
-    his: Vec<u64>,
-    acts: Vec<Action>,
+    // (high end, action) side by side: a hit reads one cache line, not two.
+    tails: Vec<(u64, Action)>,
     fence: Vec<u64>,
 }
 
@@ -49,22 +70,20 @@ impl RangeSet {
 
     fn insert(&mut self, lo: u64, hi: u64, act: Action) {
         let i = self.los.partition_point(|&x| x < lo);
-        if i < self.los.len() && self.los[i] == lo && self.his[i] == hi {
-            self.acts[i] = act;
+        if i < self.los.len() && self.los[i] == lo && self.tails[i].0 == hi {
+            self.tails[i].1 = act;
         } else {
             self.los.insert(i, lo);
-            self.his.insert(i, hi);
-            self.acts.insert(i, act);
+            self.tails.insert(i, (hi, act));
             self.refence(i);
         }
     }
 
     fn remove(&mut self, lo: u64, hi: u64) {
         let i = self.los.partition_point(|&x| x < lo);
-        if i < self.los.len() && self.los[i] == lo && self.his[i] == hi {
+        if i < self.los.len() && self.los[i] == lo && self.tails[i].0 == hi {
             self.los.remove(i);
-            self.his.remove(i);
-            self.acts.remove(i);
+            self.tails.remove(i);
             self.refence(i);
         }
     }
@@ -88,8 +107,9 @@ impl RangeSet {
         let end = (start + BLOCK).min(self.los.len());
         let i = start + Self::count_le(&self.los[start..end], v);
         // i >= start + 1: the block's first low end is its fence value, which is <= v.
-        if v <= self.his[i - 1] {
-            Some(self.acts[i - 1])
+        let (hi, act) = self.tails[i - 1];
+        if v <= hi {
+            Some(act)
         } else {
             None
         }
@@ -235,18 +255,18 @@ impl Table {
 mod tests {
     use super::*;
 
-    const A: Action = Action { code: SET_STATE, param: 7 };
+    const A: Action = Action::new(SET_STATE, 7);
 
     #[test]
     fn range_bisection_finds_only_covering_interval() {
         let mut t = Table::new("range", 32).unwrap();
         t.install(0, 10, 20, 1, A);
-        t.install(0, 30, 30, 1, Action { code: SET_STATE, param: 8 });
+        t.install(0, 30, 30, 1, Action::new(SET_STATE, 8));
         assert_eq!(t.lookup(0, 9), None);
         assert_eq!(t.lookup(0, 10), Some(A));
         assert_eq!(t.lookup(0, 20), Some(A));
         assert_eq!(t.lookup(0, 25), None);
-        assert_eq!(t.lookup(0, 30).unwrap().param, 8);
+        assert_eq!(t.lookup(0, 30).unwrap().param(), 8);
         assert_eq!(t.lookup(1, 15), None);
         t.uninstall(0, 10, 20, 1);
         assert_eq!(t.lookup(0, 15), None);
@@ -261,13 +281,13 @@ mod tests {
             order.reverse();
             order.rotate_left(n / 3);
             for &k in &order {
-                t.install(0, 10 * k as u64, 10 * k as u64 + 4, 1, Action { code: FWD, param: k as u64 });
+                t.install(0, 10 * k as u64, 10 * k as u64 + 4, 1, Action::new(FWD, k as u64));
             }
             t.uninstall(0, 10 * (n as u64 / 2), 10 * (n as u64 / 2) + 4, 1);
             for v in 0..(10 * n as u64 + 20) {
                 let k = v / 10;
                 let want = if v % 10 <= 4 && (k as usize) < n && k != n as u64 / 2 { Some(k) } else { None };
-                assert_eq!(t.lookup(0, v).map(|a| a.param), want, "n={n} v={v}");
+                assert_eq!(t.lookup(0, v).map(|a| a.param()), want, "n={n} v={v}");
             }
         }
     }
@@ -276,19 +296,19 @@ mod tests {
     fn lpm_prefers_longest_prefix() {
         let mut t = Table::new("lpm", 32).unwrap();
         t.install(0, 0x0A00_0000, 8, 0, A);
-        t.install(0, 0x0A01_0000, 16, 0, Action { code: FWD, param: 2 });
-        t.install(0, 0, 0, 0, Action { code: DROP, param: 0 });
-        assert_eq!(t.lookup(0, 0x0A01_0203).unwrap().param, 2);
+        t.install(0, 0x0A01_0000, 16, 0, Action::new(FWD, 2));
+        t.install(0, 0, 0, 0, Action::new(DROP, 0));
+        assert_eq!(t.lookup(0, 0x0A01_0203).unwrap().param(), 2);
         assert_eq!(t.lookup(0, 0x0A02_0203), Some(A));
-        assert_eq!(t.lookup(0, 0x0B00_0000).unwrap().code, DROP);
+        assert_eq!(t.lookup(0, 0x0B00_0000).unwrap().code(), DROP);
     }
 
     #[test]
     fn ternary_prefers_highest_priority() {
         let mut t = Table::new("ternary", 16).unwrap();
         t.install(0, 0x00, 0x00, 1, A);
-        t.install(0, 0x10, 0xF0, 5, Action { code: SET_STATE, param: 9 });
-        assert_eq!(t.lookup(0, 0x12).unwrap().param, 9);
+        t.install(0, 0x10, 0xF0, 5, Action::new(SET_STATE, 9));
+        assert_eq!(t.lookup(0, 0x12).unwrap().param(), 9);
         assert_eq!(t.lookup(0, 0x22), Some(A));
     }
 }
