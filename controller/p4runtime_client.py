@@ -98,12 +98,22 @@ class P4RuntimeClient:
         try:
             reply = self._responses.get(timeout=self.timeout)
         except queue.Empty:
-            raise ArbitrationError(f"{self.target}: no arbitration answer in {self.timeout} s") from None
+            reply = None
+        if isinstance(reply, p4runtime_pb2.StreamMessageResponse) and reply.arbitration.status.code == code_pb2.OK:
+            return
+        self._end_stream()  # a failed client leaves no stream (nor its sender thread) behind
+        if reply is None:
+            raise ArbitrationError(f"{self.target}: no arbitration answer in {self.timeout} s")
         if isinstance(reply, grpc.RpcError):
             raise ArbitrationError(f"{self.target}: stream failed: {reply.code().name}: {reply.details()}")
-        if reply.arbitration.status.code != code_pb2.OK:
-            raise ArbitrationError(f"{self.target}: not primary (election id {self.election_id}; "
-                                   f"{reply.arbitration.status.message or 'another client is primary'})")
+        raise ArbitrationError(f"{self.target}: not primary (election id {self.election_id}; "
+                               f"{reply.arbitration.status.message or 'another client is primary'})")
+
+    def _end_stream(self) -> None:
+        self._requests.put(None)  # ends the request iterator gRPC's sender thread is reading
+        if self._stream is not None:
+            self._stream.cancel()
+            self._stream = None
 
     def _read_stream(self) -> None:
         try:
@@ -114,9 +124,7 @@ class P4RuntimeClient:
             self._responses.put(exc)
 
     def close(self) -> None:
-        self._requests.put(None)
-        if self._stream is not None:
-            self._stream.cancel()
+        self._end_stream()
         self.channel.close()
 
     def __enter__(self) -> "P4RuntimeClient":

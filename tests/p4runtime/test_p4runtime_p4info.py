@@ -1,0 +1,85 @@
+"""P4Info from the IR follows the naming contract (docs/pipeline-ir.md, "P4 names"), and
+values travel as canonical P4Runtime bytestrings."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf import text_format
+
+from compiler.p4info import build_p4info, p4info_text
+from compiler.p4runtime_entries import BadValue, P4InfoIndex, decode, encode, entry_dict, table_entry
+from compiler.p4runtime_protos import p4info_pb2
+from p4runtime_helpers import compiled
+
+MF = p4info_pb2.MatchField
+
+
+def test_names_ids_and_widths_follow_the_contract():
+    c = compiled()
+    info = build_p4info(c.pipeline)
+    tables = {t.preamble.name: t for t in info.tables}
+    app = c.pipeline["applications"][0]
+    for stage in app["stages"]:
+        t = tables[f"CamusIngress.{stage['table']}"]
+        width = app["fields"][stage["field"]]["width"]
+        kind = {"exact": MF.EXACT, "range": MF.RANGE}[stage["match_kind"]]
+        assert [(f.id, f.name, f.bitwidth, f.match_type) for f in t.match_fields] == \
+            [(1, "state", 32, MF.EXACT), (2, stage["field"], width, kind)]
+        d = tables[f"CamusIngress.{stage['default_table']}"]
+        assert [(f.id, f.name) for f in d.match_fields] == [(1, "state")]
+    assert f"CamusIngress.{app['leaf_table']}" in tables
+    lpm = tables["CamusIngress.ipv4_lpm"]
+    assert [(f.id, f.name, f.bitwidth, f.match_type) for f in lpm.match_fields] == [(1, "ipv4.dst_addr", 32, MF.LPM)]
+    egress = tables["CamusEgress.egress_udp_rewrite"]
+    assert [(f.id, f.name, f.bitwidth) for f in egress.match_fields] == [(1, "egress_port", 9), (2, "egress_rid", 16)]
+    actions = {a.preamble.name: [(p.id, p.name, p.bitwidth) for p in a.params] for a in info.actions}
+    assert actions["CamusIngress.set_state"] == [(1, "state", 32)]
+    assert actions["CamusIngress.fwd"] == [(1, "port", 9)]
+    assert actions["CamusIngress.mcast"] == [(1, "group", 16)]
+    assert actions["CamusIngress.drop"] == []
+    assert actions["CamusEgress.set_udp_port"] == [(1, "port", 16)]
+    assert all(t.preamble.id >> 24 == p4info_pb2.P4Ids.TABLE for t in info.tables)
+    assert all(a.preamble.id >> 24 == p4info_pb2.P4Ids.ACTION for a in info.actions)
+    assert len({t.preamble.id for t in info.tables}) == len(info.tables)
+
+
+def test_ids_are_deterministic_and_text_round_trips():
+    c = compiled()
+    text = p4info_text(c.pipeline)
+    assert text == p4info_text(compiled().pipeline)
+    assert text_format.Parse(text, p4info_pb2.P4Info()) == build_p4info(c.pipeline)
+    # Ids hang on names: a table keeps its id when the pipeline loses other stages.
+    ids = {t.preamble.name: t.preamble.id for t in build_p4info(c.pipeline).tables}
+    fewer = compiled('stock == "GOOGL" : fwd(1)\n')
+    for t in build_p4info(fewer.pipeline).tables:
+        assert ids.get(t.preamble.name, t.preamble.id) == t.preamble.id
+
+
+def test_canonical_bytestrings():
+    assert encode(0, 9) == b"\x00"
+    assert encode(1, 9) == b"\x01"
+    assert encode(256, 9) == b"\x01\x00"
+    assert encode((1 << 64) - 1, 64) == b"\xff" * 8
+    with pytest.raises(BadValue):
+        encode(512, 9)
+    assert decode(b"\x00\x00\x05", 9) == 5  # padded strings are accepted
+    with pytest.raises(BadValue):
+        decode(b"\x02\x00", 9)
+    with pytest.raises(BadValue):
+        decode(b"", 9)
+
+
+def test_every_compiled_entry_round_trips_and_dont_cares_are_omitted():
+    c = compiled()
+    index = P4InfoIndex(build_p4info(c.pipeline))
+    for e in c.entries["table_entries"]:
+        te = table_entry(index, e)
+        back = entry_dict(index, te)
+        assert (back["table"], back["action"], back["params"], back.get("priority", 0)) == \
+            (e["table"], e["action"], e["params"], e.get("priority", 0))
+        assert back["match"] == e["match"]
+    full = {"table": "itch_price", "priority": 3, "action": "fwd", "params": {"port": 1},
+            "match": {"state": {"exact": 4}, "itch_order.price": {"range": [0, (1 << 32) - 1]}}}
+    te = table_entry(index, full)
+    assert [m.field_id for m in te.match] == [1]  # the full range is a don't-care: omitted
+    assert entry_dict(index, te)["match"] == full["match"]
