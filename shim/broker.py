@@ -1,0 +1,283 @@
+"""The broker's state and operations, independent of sockets and of the wire format.
+
+`Broker` owns the topic catalog, the source partition logs (on disk with a data dir),
+the view logs (derived: rebuilt from the source through the switch at start-up and when
+a view is created), the embedded data path, the group coordinator, committed offsets and
+idempotent-producer state. Handlers (`shim.handlers`) translate requests into calls
+here. Everything runs on one asyncio loop, so no locks: a call that does not await
+happens atomically.
+
+Produce: offsets are assigned in the source partition log (the producer's batch bytes
+are stored as sent, base offset patched); the batch's records then go through the data
+path, and each view endpoint appends what it received, with the source offsets, to its
+own partition log. Fetch on a topic reads its source log, on a view the view's log;
+either way a long-poll waits on `changed`, set whenever any log grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shim.datapath import DataPath
+from shim.groups import Coordinator, Group, parse_assignment
+from shim.log import PartitionLog
+from shim.producers import Producers
+from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
+from shim.topics import Catalog, Topic, TopicError
+
+log = logging.getLogger("camus.broker")
+
+
+@dataclass
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    node_id: int = 0
+    cluster_id: str = "camus"
+    data_dir: Path | None = None
+    auto_create: bool = True
+    default_partitions: int = 4  # clients' test suites produce to partition 1 of auto-created topics
+    switch_impl: str = "native"
+    topics: list = field(default_factory=list)  # from --config: [{"name", "partitions", "configs"}]
+
+
+class Broker:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        if config.data_dir:
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.datapath = DataPath(config.switch_impl)
+        self.catalog = Catalog(config.data_dir, self.datapath.spec)
+        self.coordinator = Coordinator(self._assignments_changed)
+        self.producers = Producers(config.data_dir)
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.view_ports: dict[int, str] = {}  # switch port -> view name
+        self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
+        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
+        self.changed = asyncio.Event()
+        self._load_offsets()
+        for t in self.catalog:
+            if not t.is_view:
+                for p in range(t.partitions):
+                    self._open_log(t, p)
+        for t in self.catalog:
+            if t.is_view:
+                self._attach_view(t)
+        for t in config.topics:  # the --config file's topics, created once
+            if self.catalog.get(t["name"]) is None:
+                self.create_topic(t["name"], int(t.get("partitions", config.default_partitions)),
+                                  {k: str(v) for k, v in t.get("configs", {}).items()})
+
+    # --- topics -----------------------------------------------------------------------
+
+    def _log_dir(self, t: Topic, p: int) -> Path | None:
+        d = self.config.data_dir
+        return d / "logs" / f"{t.name}-{t.topic_id.hex}" / str(p) if d else None
+
+    def _open_log(self, t: Topic, p: int) -> PartitionLog:
+        retention = t.int_config("retention.bytes")
+        seg = t.int_config("segment.bytes")
+        if retention > 0:
+            seg = max(1, min(seg, retention // 4 or 1))  # so retention can drop whole segments
+        lg = PartitionLog(self._log_dir(t, p), retention_bytes=retention,
+                          retention_ms=t.int_config("retention.ms"), segment_bytes=seg)
+        self.logs[(t.name, p)] = lg
+        return lg
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str],
+                     validate_only: bool = False) -> Topic:
+        topic = self.catalog.check(name, partitions, configs)
+        if validate_only:
+            return topic
+        self.catalog.add(topic)
+        if topic.is_view:
+            self._attach_view(topic)
+        else:
+            for p in range(topic.partitions):
+                self._open_log(topic, p)
+        log.info("created %s %r (%d partitions)", "view" if topic.is_view else "topic", name,
+                 topic.partitions)
+        return topic
+
+    def auto_create(self, name: str) -> Topic | None:
+        if not self.config.auto_create:
+            return None
+        try:
+            return self.create_topic(name, self.config.default_partitions, {})
+        except TopicError as exc:
+            log.info("not auto-creating %r: %s", name, exc)
+            return None
+
+    def delete_topic(self, topic: Topic) -> None:
+        views = self.catalog.views_of(topic.name)
+        if views:
+            raise TopicError(f"topic {topic.name!r} is the source of views "
+                             f"{', '.join(v.name for v in views)}; delete them first",
+                             "policy_violation")
+        if topic.is_view:
+            port = next(p for p, v in self.view_ports.items() if v == topic.name)
+            del self.view_ports[port]
+            self.datapath.unsubscribe(port)
+        for p in range(self.catalog.partitions_of(topic)):
+            lg = self.logs.pop((topic.name, p), None)
+            if lg is not None:
+                lg.delete()
+        self.catalog.remove(topic)
+        self._refresh_member_subscriptions()
+        log.info("deleted topic %r", topic.name)
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        if topic.is_view:
+            raise TopicError("a view has its source's partitions", "invalid_request")
+        if count <= topic.partitions:
+            raise TopicError(f"topic has {topic.partitions} partitions; {count} is not more",
+                             "invalid_partitions")
+        old = topic.partitions
+        self.catalog.set_partitions(topic, count)
+        for p in range(old, count):
+            self._open_log(topic, p)
+        for v in self.catalog.views_of(topic.name):
+            for p in range(old, count):
+                self.logs[(v.name, p)] = PartitionLog()
+
+    def _attach_view(self, view: Topic) -> None:
+        """Subscribe a view's port and derive its logs from the source's, through the switch."""
+        source = self.catalog.get(view.source)
+        port = self.datapath.allocate_port()
+        self.view_ports[port] = view.name
+        self.datapath.subscribe(port, source.number, None, view.filter)
+        for p in range(source.partitions):
+            src_log = self.logs[(source.name, p)]
+            vlog = self.logs[(view.name, p)] = PartitionLog(start_offset=src_log.start_offset)
+            data = src_log.read(src_log.start_offset, 1 << 62)
+            for batch in decode_batches(data) if data else []:
+                got = self.datapath.send(source.number, p, source.schema, batch.records, only=port)
+                self._append_view(vlog, got.get(port, []), batch)
+            vlog.advance(src_log.next_offset)
+
+    # --- produce ----------------------------------------------------------------------
+
+    def append(self, topic: Topic, partition: int, raw: bytes, batches: list[RecordBatch]) -> int:
+        """Assign offsets to the batches in `raw` and deliver their records; base offset."""
+        lg = self.logs[(topic.name, partition)]
+        base, pos = lg.next_offset, 0
+        for b in batches:
+            offset = lg.next_offset
+            data = bytearray(raw[pos:pos + b.size])
+            data[0:8] = offset.to_bytes(8, "big", signed=True)
+            lg.append(bytes(data), offset + b.last_offset_delta, b.max_timestamp)
+            pos += b.size
+            records = [r.__class__(offset + (r.offset - b.base_offset), r.timestamp, r.key,
+                                   r.value, r.headers, r.attributes) for r in b.records]
+            self._deliver(topic, partition, records, b, offset + b.last_offset_delta + 1)
+        self.changed.set()
+        return base
+
+    def _deliver(self, topic: Topic, partition: int, records, batch: RecordBatch,
+                 end: int) -> None:
+        out = self.datapath.send(topic.number, partition, topic.schema, records)
+        for port, got in out.items():
+            view = self.view_ports.get(port)
+            if view is not None:
+                self._append_view(self.logs[(view, partition)], got, batch)
+            # Group members' ports: their records are counted by the data path; members
+            # read them from the topic's or view's log, which keeps committed offsets valid.
+        src = self.logs[(topic.name, partition)]
+        for v in self.catalog.views_of(topic.name):
+            vlog = self.logs[(v.name, partition)]
+            vlog.advance(end)
+            vlog.drop_before(src.start_offset)
+
+    @staticmethod
+    def _append_view(vlog: PartitionLog, got: list, source_batch: RecordBatch) -> None:
+        if not got:
+            return
+        records = [r for _, r in got]
+        data = encode_batch(records, compression=Codec.NONE)
+        vlog.append(data, records[-1].offset, max(r.timestamp for r in records))
+
+    # --- fetch ------------------------------------------------------------------------
+
+    def log_for(self, topic: Topic, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic.name, partition))
+
+    async def wait_for_data(self, timeout: float) -> None:
+        self.changed.clear()
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    # --- groups -----------------------------------------------------------------------
+
+    def _assignments_changed(self, group: Group) -> None:
+        """Every member's assignment becomes one subscription per assigned topic."""
+        self._member_subscriptions(group)
+        self.datapath.sync()
+
+    def _member_subscriptions(self, group: Group) -> None:
+        live = set()
+        for m in group.members.values():
+            key = (group.group_id, m.member_id)
+            live.add(key)
+            assigned = parse_assignment(m.assignment) if group.protocol_type == "consumer" else {}
+            ports = self.member_ports.setdefault(key, {})
+            for name in list(ports):
+                if name not in assigned or self.catalog.get(name) is None:
+                    self.datapath.unsubscribe(ports.pop(name))
+            for name, parts in assigned.items():
+                t = self.catalog.get(name)
+                if t is None:
+                    continue
+                source = self.catalog.get(t.source) if t.is_view else t
+                if name not in ports:
+                    ports[name] = self.datapath.allocate_port()
+                self.datapath.subscribe(ports[name], source.number, frozenset(parts), t.filter)
+        for key in [k for k in self.member_ports if k[0] == group.group_id and k not in live]:
+            for port in self.member_ports.pop(key).values():
+                self.datapath.unsubscribe(port)
+
+    def _refresh_member_subscriptions(self) -> None:
+        for g in self.coordinator.groups.values():
+            self._member_subscriptions(g)
+        self.datapath.sync()
+
+    # --- committed offsets ------------------------------------------------------------
+
+    def commit(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
+        self.offsets.setdefault(group, {})[(topic, partition)] = (offset, metadata or "")
+
+    def save_offsets(self) -> None:
+        if not self.config.data_dir:
+            return
+        doc = {g: [[t, p, o, md] for (t, p), (o, md) in parts.items()]
+               for g, parts in self.offsets.items()}
+        path = self.config.data_dir / "offsets.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
+
+    def _load_offsets(self) -> None:
+        path = self.config.data_dir / "offsets.json" if self.config.data_dir else None
+        if path and path.exists():
+            for g, items in json.loads(path.read_text()).items():
+                self.offsets[g] = {(t, p): (o, md) for t, p, o, md in items}
+
+    # --- housekeeping -----------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Periodic work: session expiry, time-based retention."""
+        for gid, mid in self.coordinator.expire():
+            log.info("group %s: member %s expired", gid, mid)
+        now = int(time.time() * 1000)
+        for (name, p), lg in list(self.logs.items()):
+            t = self.catalog.get(name)
+            if t is not None and not t.is_view and lg.enforce_retention(now):
+                for v in self.catalog.views_of(name):
+                    self.logs[(v.name, p)].drop_before(lg.start_offset)

@@ -1,0 +1,52 @@
+"""`camus serve`: the Kafka-compatible broker backed by the embedded software switch."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="run the Kafka-compatible broker (camus's main command)",
+        description="A Kafka broker for unmodified clients; records flow through the embedded "
+                    "software switch, which delivers each view and group member what it asked for.")
+    p.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
+                   help="address to listen on and advertise (default 127.0.0.1:9092; port 0 = any)")
+    p.add_argument("--data-dir", type=Path, metavar="DIR",
+                   help="keep topics, logs and committed offsets here (default: in memory)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="JSON: {\"topics\": [{\"name\", \"partitions\", \"configs\": {...}}], "
+                        "\"partitions\": N, \"auto_create\": bool}")
+    p.add_argument("--switch", choices=("native", "python"), default="native",
+                   help="software switch implementation")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from shim.broker import Config
+    from shim.server import serve
+    from shim.topics import TopicError
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    host, _, port = args.listen.rpartition(":")
+    config = Config(host=host or "127.0.0.1", port=int(port), data_dir=args.data_dir,
+                    switch_impl=args.switch)
+    topics = []
+    if args.config:
+        doc = json.loads(args.config.read_text())
+        config.default_partitions = int(doc.get("partitions", config.default_partitions))
+        config.auto_create = bool(doc.get("auto_create", config.auto_create))
+        topics = doc.get("topics", [])
+    config.topics = topics
+    try:
+        asyncio.run(serve(config))
+    except TopicError as exc:
+        logging.error("--config: %s", exc)
+        return 2
+    return 0

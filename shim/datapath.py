@@ -1,0 +1,138 @@
+"""The one way records flow: reframed into packets, through the embedded switch, to endpoints.
+
+Theory of operation. The broker embeds a software switch (`switch.dataplane`) programmed
+with the static Kafka pipeline: `p4/kafka/kafka.p4` compiled with `static=True`, so the
+pipeline never changes and a subscription change only changes table entries and
+multicast groups. Every egress port is one subscription endpoint: a view (all partitions
+of its source, through its filter) or a consumer-group member (its assigned partitions of
+one topic or view, through the view's filter if any). `subscribe(port, ...)` and
+`unsubscribe(port)` edit the subscription set; `sync()` recompiles the rules
+(`shim.subscriptions.rules_for` + `compile_rules(static=True)`) and writes only the
+difference (`controller.diff`) into the switch.
+
+`send(topic, partition, records)` extracts each record's slots with the topic's schema,
+reframes it (`shim.reframe`, fragments for large records), runs the packets through the
+switch and reassembles what each port receives; it returns {port: [(offset, record)]}, in
+offset order. Topics nobody subscribes to skip the switch entirely (there is nobody to
+deliver to); their records are still in the source log that plain consumers read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compiler.ast import Const, Filter
+from compiler.compile import compile_rules
+from controller.diff import diff
+from shim import reframe
+from shim.protocol.records import Record
+from shim.schema import SLOTS, Schema
+from shim.subscriptions import Subscription, kafka_spec, rules_for
+from switch import dataplane
+
+log = logging.getLogger("camus.datapath")
+INGRESS_PORT = 0
+
+
+@dataclass
+class Stats:
+    records_in: int = 0
+    packets_in: int = 0
+    deliveries: int = 0
+    syncs: int = 0
+    writes: int = 0  # entry and group writes, summed over syncs
+
+
+class DataPath:
+    def __init__(self, impl: str = "native") -> None:
+        self.spec = kafka_spec()
+        empty = compile_rules(self.spec, [], static=True)
+        self.pipeline = empty.pipeline
+        self.switch = dataplane.load(self.pipeline, empty.entries, impl=impl)
+        self.entries = empty.entries
+        self.subscriptions: dict[int, Subscription] = {}
+        self.reassemblers: dict[int, reframe.Reassembler] = {}
+        self.topics_wanted: set[int] = set()
+        self.stats = Stats()
+        self._dirty = False
+        self._free_ports: list[int] = []
+        self._next_port = 1
+
+    # --- control ----------------------------------------------------------------------
+
+    def allocate_port(self) -> int:
+        if self._free_ports:
+            return self._free_ports.pop()
+        self._next_port += 1
+        return self._next_port - 1
+
+    def subscribe(self, port: int, topic_number: int, partitions: frozenset[int] | None = None,
+                  filter: Filter = Const(True)) -> None:
+        sub = Subscription(topic_number, port, partitions, filter)
+        if self.subscriptions.get(port) != sub:
+            self.subscriptions[port] = sub
+            self._dirty = True
+
+    def unsubscribe(self, port: int, release: bool = True) -> None:
+        if self.subscriptions.pop(port, None) is not None:
+            self._dirty = True
+        self.reassemblers.pop(port, None)
+        if release:
+            self._free_ports.append(port)
+
+    def sync(self) -> int:
+        """Bring the switch in line with the subscriptions; returns the number of writes."""
+        if not self._dirty:
+            return 0
+        subs = sorted(self.subscriptions.values(), key=lambda s: s.port)
+        compiled = compile_rules(self.spec, rules_for(self.spec, subs), static=True)
+        assert compiled.pipeline == self.pipeline, "a static pipeline must not depend on rules"
+        changes = diff(self.entries, compiled.entries)
+        for op, item in changes.steps():
+            if op == "set_group":
+                gid, reps = item
+                self.switch.set_group(gid, reps)
+            elif op == "delete_group":
+                self.switch.delete_group(item)
+            else:
+                getattr(self.switch, op)(item)
+        self.entries = compiled.entries
+        self.topics_wanted = {s.topic_id for s in subs}
+        self._dirty = False
+        self.stats.syncs += 1
+        self.stats.writes += len(changes)
+        log.debug("switch updated: %d writes for %d subscriptions", len(changes), len(subs))
+        return len(changes)
+
+    # --- data -------------------------------------------------------------------------
+
+    def send(self, topic_number: int, partition: int, schema: Schema | None,
+             records: Sequence[Record], only: int | None = None) -> dict[int, list[tuple[int, Record]]]:
+        """Records of one source partition through the switch: {port: [(offset, record)]}.
+
+        `only` keeps what one port receives (replaying a source log into a new view).
+        """
+        self.sync()
+        if topic_number not in self.topics_wanted or not records:
+            return {}
+        frames: list[bytes] = []
+        for r in records:
+            slots = schema.extract(r.key, r.value, list(r.headers)) if schema else [0] * SLOTS
+            frames += reframe.packets(topic_number, partition, r.offset, slots,
+                                      reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
+        self.stats.records_in += len(records)
+        self.stats.packets_in += len(frames)
+        out: dict[int, list[tuple[int, Record]]] = {}
+        for copies in self.switch.process_batch(frames, INGRESS_PORT):
+            for port, frame in copies:
+                if only is not None and port != only:
+                    continue
+                done = self.reassemblers.setdefault(port, reframe.Reassembler()).push(frame)
+                if done is not None:
+                    _, _, offset, rec = done
+                    out.setdefault(port, []).append(
+                        (offset, Record(offset, rec.timestamp, rec.key, rec.value, rec.headers)))
+                    self.stats.deliveries += 1
+        return out

@@ -1,0 +1,308 @@
+"""Classic consumer groups: membership, generations, rebalances, session expiry.
+
+Theory of operation (Kafka's classic protocol, one coordinator: this broker).
+
+    Empty ──join──▶ PreparingRebalance ──all joined / timeout──▶ CompletingRebalance
+      ▲                  ▲        ▲                                   │ leader's SyncGroup
+      │                  │        └──── join, leave, expiry ──────────┤
+      └── last leaves ───┴──────────── join, leave, expiry ◀──── Stable ◀┘
+
+- JoinGroup parks the member's answer (an asyncio future) and moves the group to
+  PreparingRebalance. The rebalance completes when every known member has rejoined,
+  or when the longest rebalance timeout passes, when members that did not rejoin are
+  dropped; a brand-new group waits `initial_delay` for companions first. Completion
+  bumps the generation, picks the first protocol every member offers, keeps or elects
+  a leader, and answers every parked join (the leader also gets every member's
+  metadata).
+- SyncGroup from the leader stores the assignments and answers every parked sync;
+  the group is Stable. Other members' syncs wait for it.
+- Heartbeat answers REBALANCE_IN_PROGRESS while a rebalance is pending, which is how
+  members learn to rejoin. A member silent for its session timeout is removed
+  (`expire`, called periodically), which starts a rebalance.
+- Each change of assignments calls `on_assignments(group)` so the broker can turn every
+  member's assignment into a subscription on the switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("camus.groups")
+EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
+
+
+class GroupError(Exception):
+    def __init__(self, code_name: str, message: str = "") -> None:
+        super().__init__(message or code_name)
+        self.code_name = code_name
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    last_seen: float = field(default_factory=time.monotonic)
+    join: asyncio.Future | None = None
+    sync: asyncio.Future | None = None
+    port: int | None = None  # the switch port its assignment is delivered to
+
+    def metadata(self, protocol: str) -> bytes:
+        return next((m for n, m in self.protocols if n == protocol), b"")
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str = ""
+    protocol: str = ""
+    leader: str = ""
+    members: dict[str, Member] = field(default_factory=dict)
+    pending_ids: set[str] = field(default_factory=set)  # handed out by MEMBER_ID_REQUIRED
+    deadline: float = 0.0  # when a PreparingRebalance gives up on missing members
+    timer: asyncio.TimerHandle | None = None
+
+
+class Coordinator:
+    def __init__(self, on_assignments: Callable[[Group], None], initial_delay: float = 0.2,
+                 min_session_ms: int = 1000, max_session_ms: int = 1_800_000) -> None:
+        self.groups: dict[str, Group] = {}
+        self.on_assignments = on_assignments
+        self.initial_delay = initial_delay
+        self.min_session_ms, self.max_session_ms = min_session_ms, max_session_ms
+
+    def _notify(self, g: Group) -> None:
+        # A failure to update subscriptions must not leave parked joins unanswered.
+        try:
+            self.on_assignments(g)
+        except Exception:
+            log.exception("group %s: updating subscriptions failed", g.group_id)
+
+    def group(self, group_id: str) -> Group:
+        return self.groups.setdefault(group_id, Group(group_id))
+
+    # --- JoinGroup ----------------------------------------------------------------------
+
+    async def join(self, group_id: str, member_id: str, instance_id: str | None,
+                   protocol_type: str, protocols: list[tuple[str, bytes]], session_ms: int,
+                   rebalance_ms: int, client_id: str, host: str, require_id: bool) -> dict:
+        if not group_id:
+            raise GroupError("invalid_group_id")
+        if not self.min_session_ms <= session_ms <= self.max_session_ms:
+            raise GroupError("invalid_session_timeout")
+        g = self.group(group_id)
+        if g.members and (protocol_type != g.protocol_type
+                          or not self._common(g, [n for n, _ in protocols])):
+            raise GroupError("inconsistent_group_protocol")
+        if member_id and member_id not in g.members and member_id not in g.pending_ids:
+            raise GroupError("unknown_member_id")
+        if not member_id:
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if require_id:
+                g.pending_ids.add(member_id)
+                return {"error": "member_id_required", "member_id": member_id}
+        g.pending_ids.discard(member_id)
+        m = g.members.get(member_id)
+        if m is None:
+            m = g.members[member_id] = Member(member_id, client_id, host, instance_id, session_ms,
+                                              rebalance_ms, protocol_type, protocols)
+        else:
+            if m.join is not None and not m.join.done():
+                m.join.set_exception(GroupError("rebalance_in_progress"))
+            m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, session_ms, rebalance_ms
+        m.last_seen = time.monotonic()
+        m.join = asyncio.get_running_loop().create_future()
+        g.protocol_type = protocol_type
+        if g.state != PREPARING:
+            self._prepare(g, self.initial_delay if g.state == EMPTY else None)
+        self._maybe_complete(g)
+        return await m.join
+
+    def _common(self, g: Group, offered: list[str]) -> list[str]:
+        names = [n for n in offered]
+        for m in g.members.values():
+            have = {n for n, _ in m.protocols}
+            names = [n for n in names if n in have]
+        return names
+
+    def _prepare(self, g: Group, delay: float | None) -> None:
+        """Enter PreparingRebalance; parked syncs learn of it at once."""
+        g.state = PREPARING
+        for m in g.members.values():
+            if m.sync is not None and not m.sync.done():
+                m.sync.set_exception(GroupError("rebalance_in_progress"))
+        wait = delay if delay is not None else max(
+            (m.rebalance_timeout_ms for m in g.members.values()), default=0) / 1000
+        g.deadline = time.monotonic() + wait
+        self._arm(g, wait)
+
+    def _arm(self, g: Group, wait: float) -> None:
+        if g.timer is not None:
+            g.timer.cancel()
+        g.timer = asyncio.get_running_loop().call_later(wait, self._timeout, g)
+
+    def _timeout(self, g: Group) -> None:
+        g.timer = None
+        if g.state != PREPARING:
+            return
+        for mid in [mid for mid, m in g.members.items() if m.join is None or m.join.done()]:
+            self._drop(g, mid)  # did not rejoin in time
+        self._complete(g)
+
+    def _maybe_complete(self, g: Group) -> None:
+        if g.state != PREPARING or time.monotonic() < g.deadline and self._waiting_initial(g):
+            return
+        if all(m.join is not None and not m.join.done() for m in g.members.values()):
+            self._complete(g)
+
+    def _waiting_initial(self, g: Group) -> bool:
+        # A new group waits a moment for companions so the first assignment is not redone.
+        return g.generation == 0 and g.timer is not None
+
+    def _complete(self, g: Group) -> None:
+        if g.timer is not None:
+            g.timer.cancel()
+            g.timer = None
+        if not g.members:
+            g.state, g.leader, g.protocol = EMPTY, "", ""
+            g.generation += 1
+            self._notify(g)
+            return
+        g.generation += 1
+        common = self._common(g, [n for n, _ in next(iter(g.members.values())).protocols])
+        g.protocol = common[0] if common else ""
+        if g.leader not in g.members:
+            g.leader = next(iter(g.members))
+        g.state = COMPLETING
+        for m in g.members.values():
+            m.assignment = b""
+        self._notify(g)
+        members = [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                    "metadata": m.metadata(g.protocol)} for m in g.members.values()]
+        for m in g.members.values():
+            if m.join is not None and not m.join.done():
+                m.join.set_result({"generation_id": g.generation, "protocol_type": g.protocol_type,
+                                   "protocol_name": g.protocol, "leader": g.leader,
+                                   "member_id": m.member_id,
+                                   "members": members if m.member_id == g.leader else []})
+
+    # --- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------
+
+    def _member(self, group_id: str, member_id: str, generation: int) -> tuple[Group, Member]:
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            raise GroupError("unknown_member_id")
+        m = g.members[member_id]
+        m.last_seen = time.monotonic()
+        if generation != g.generation:
+            raise GroupError("illegal_generation")
+        return g, m
+
+    async def sync(self, group_id: str, member_id: str, generation: int,
+                   assignments: dict[str, bytes]) -> dict:
+        g, m = self._member(group_id, member_id, generation)
+        if g.state == PREPARING:
+            raise GroupError("rebalance_in_progress")
+        if g.state == STABLE:
+            return self._sync_answer(g, m)
+        m.sync = asyncio.get_running_loop().create_future()
+        if member_id == g.leader:
+            for mid, data in assignments.items():
+                if mid in g.members:
+                    g.members[mid].assignment = data
+            g.state = STABLE
+            self._notify(g)
+            for other in g.members.values():
+                if other.sync is not None and not other.sync.done():
+                    other.sync.set_result(self._sync_answer(g, other))
+        return await m.sync
+
+    @staticmethod
+    def _sync_answer(g: Group, m: Member) -> dict:
+        return {"protocol_type": g.protocol_type, "protocol_name": g.protocol,
+                "assignment": m.assignment}
+
+    def heartbeat(self, group_id: str, member_id: str, generation: int) -> None:
+        g, _ = self._member(group_id, member_id, generation)
+        if g.state == PREPARING:
+            raise GroupError("rebalance_in_progress")
+
+    def leave(self, group_id: str, member_id: str) -> None:
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            raise GroupError("unknown_member_id")
+        self._drop(g, member_id)
+        self._rebalance_after_loss(g)
+
+    def _drop(self, g: Group, member_id: str) -> None:
+        m = g.members.pop(member_id)
+        for fut in (m.join, m.sync):
+            if fut is not None and not fut.done():
+                fut.set_exception(GroupError("unknown_member_id"))
+        if g.leader == member_id:
+            g.leader = ""
+
+    def _rebalance_after_loss(self, g: Group) -> None:
+        if not g.members:
+            if g.timer is not None:
+                g.timer.cancel()
+                g.timer = None
+            g.state, g.leader, g.protocol = EMPTY, "", ""
+            g.generation += 1
+            self._notify(g)
+        elif g.state == PREPARING:
+            self._maybe_complete(g)
+        else:
+            self._prepare(g, None)
+            self._notify(g)
+
+    def expire(self) -> list[tuple[str, str]]:
+        """Remove members silent for longer than their session timeout."""
+        now, gone = time.monotonic(), []
+        for g in list(self.groups.values()):
+            dead = [mid for mid, m in g.members.items()
+                    if (m.join is None or m.join.done()) and (m.sync is None or m.sync.done())
+                    and now - m.last_seen > m.session_timeout_ms / 1000]
+            for mid in dead:
+                self._drop(g, mid)
+                gone.append((g.group_id, mid))
+            if dead:
+                self._rebalance_after_loss(g)
+        return gone
+
+
+def parse_assignment(data: bytes) -> dict[str, list[int]]:
+    """The topic partitions in a "consumer" protocol assignment (ConsumerProtocolAssignment)."""
+    out: dict[str, list[int]] = {}
+    if len(data) < 6:
+        return out
+    try:
+        pos = 2  # version
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", data, pos)
+            name = data[pos + 2:pos + 2 + ln].decode()
+            pos += 2 + ln
+            (k,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            parts = list(struct.unpack_from(f">{max(k, 0)}i", data, pos))
+            pos += 4 * max(k, 0)
+            out.setdefault(name, []).extend(parts)
+    except (struct.error, UnicodeDecodeError):
+        return {}
+    return out

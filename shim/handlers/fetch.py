@@ -1,0 +1,82 @@
+"""Fetch (long-poll) and ListOffsets.
+
+Fetch reads whole batches from each partition's log (a view's own log for views,
+with source offsets and gaps) from the batch holding the fetch offset, at least one
+batch per partition even past max_bytes. When the answer holds fewer than min_bytes it
+waits for any log to grow, at most max_wait, and reads again. Fetch sessions are not
+kept: session_id 0 keeps every client on full fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from shim.protocol import ErrorCode, fetch, offsets
+
+
+def _read(ctx, request, budget: int) -> tuple[list, int]:
+    broker, topics, total = ctx.broker, {}, 0
+    for ref, p in fetch.partitions(request):
+        topic = broker.catalog.resolve(ref)
+        entry = {"partition_index": p.partition, "error_code": ErrorCode.none,
+                 "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                 "preferred_read_replica": -1, "records": b"", "aborted_transactions": None}
+        key = (ref["name"], ref["topic_id"])
+        topics.setdefault(key, {**ref, "partitions": []})["partitions"].append(entry)
+        lg = broker.log_for(topic, p.partition) if topic else None
+        if lg is None:
+            entry["error_code"] = (ErrorCode.unknown_topic_id if topic is None and not ref["name"]
+                                   else ErrorCode.unknown_topic_or_partition)
+            continue
+        if topic and not ref["name"]:
+            topics[key]["name"] = topics[key]["topic"] = topic.name
+        hw = lg.next_offset
+        entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=lg.start_offset)
+        if p.fetch_offset < lg.start_offset or p.fetch_offset > hw:
+            entry["error_code"] = ErrorCode.offset_out_of_range
+            continue
+        data = lg.read(p.fetch_offset, min(p.partition_max_bytes, max(budget - total, 1)))
+        entry["records"] = data  # b"" rather than null: librdkafka rejects a null record set
+        total += len(data)
+    return list(topics.values()), total
+
+
+async def handle_fetch(ctx, request):
+    body = request.body
+    deadline = time.monotonic() + fetch.max_wait_ms(request) / 1000
+    while True:
+        responses, size = _read(ctx, request, body.max_bytes)
+        left = deadline - time.monotonic()
+        errors = any(p["error_code"] for t in responses for p in t["partitions"])
+        if size >= max(body.min_bytes, 1) or errors or left <= 0:
+            return request.response(responses=responses, session_id=0, error_code=ErrorCode.none)
+        await ctx.broker.wait_for_data(left)
+
+
+def handle_list_offsets(ctx, request):
+    broker, topics = ctx.broker, {}
+    for ref, p in offsets.list_offsets_partitions(request):
+        topic = broker.catalog.resolve(ref)
+        entry = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
+                 "timestamp": -1, "offset": -1, "leader_epoch": 0}
+        topics.setdefault(ref["name"], {**ref, "partitions": []})["partitions"].append(entry)
+        lg = broker.log_for(topic, p.partition_index) if topic else None
+        if lg is None:
+            entry["error_code"] = ErrorCode.unknown_topic_or_partition
+        elif p.timestamp == offsets.LATEST:
+            entry["offset"] = lg.next_offset
+        elif p.timestamp == offsets.EARLIEST or p.timestamp == -4:
+            entry["offset"] = lg.start_offset
+        elif p.timestamp == offsets.MAX_TIMESTAMP:
+            entry["offset"], entry["timestamp"] = lg.max_timestamp()
+        elif p.timestamp >= 0:
+            found = lg.offset_for_time(p.timestamp)
+            if found is not None:
+                entry["offset"], entry["timestamp"] = found
+        else:
+            entry["error_code"] = ErrorCode.unsupported_version
+    return request.response(topics=list(topics.values()))
+
+
+HANDLERS = {"Fetch": handle_fetch, "ListOffsets": handle_list_offsets}

@@ -1,0 +1,117 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups.
+
+Thin translations onto `shim.groups.Coordinator`; this broker coordinates every group.
+JoinGroup and SyncGroup are coroutines that stay parked until the rebalance completes.
+"""
+
+from __future__ import annotations
+
+from shim.groups import GroupError
+from shim.protocol import ErrorCode, groups, produce
+
+
+def handle_find_coordinator(ctx, request):
+    key_type, keys = groups.coordinator_keys(request)
+    c = ctx.broker.config
+    if key_type == groups.TRANSACTION_KEY:
+        answers = [{"key": k, "node_id": -1, "host": "", "port": -1,
+                    "error_code": produce.TRANSACTIONS_UNSUPPORTED,
+                    "error_message": "transactions are not implemented"} for k in keys]
+    else:
+        answers = [{"key": k, "node_id": c.node_id, "host": c.host, "port": c.port,
+                    "error_code": ErrorCode.none} for k in keys]
+    return groups.coordinator_response(request, answers)
+
+
+async def handle_join_group(ctx, request):
+    b = request.body
+    rebalance_ms = int(getattr(b, "rebalance_timeout", b.session_timeout).total_seconds() * 1000)
+    session_ms = int(b.session_timeout.total_seconds() * 1000)
+    try:
+        answer = await ctx.broker.coordinator.join(
+            b.group_id, b.member_id, getattr(b, "group_instance_id", None), b.protocol_type,
+            [(p.name, p.metadata) for p in b.protocols], session_ms,
+            rebalance_ms if rebalance_ms > 0 else session_ms, request.client_id or "",
+            ctx.client_host, require_id=request.api_version >= 4)
+    except GroupError as exc:
+        return request.response(error_code=ErrorCode[exc.code_name], generation_id=-1,
+                                member_id=b.member_id, leader="", protocol_name="")
+    if "error" in answer:
+        return request.response(error_code=ErrorCode[answer["error"]], generation_id=-1,
+                                member_id=answer["member_id"], leader="", protocol_name="")
+    return request.response(error_code=ErrorCode.none, **answer)
+
+
+async def handle_sync_group(ctx, request):
+    b = request.body
+    try:
+        answer = await ctx.broker.coordinator.sync(
+            b.group_id, b.member_id, b.generation_id,
+            {a.member_id: a.assignment for a in b.assignments})
+    except GroupError as exc:
+        return request.response(error_code=ErrorCode[exc.code_name], assignment=b"")
+    return request.response(error_code=ErrorCode.none, **answer)
+
+
+def handle_heartbeat(ctx, request):
+    b = request.body
+    try:
+        ctx.broker.coordinator.heartbeat(b.group_id, b.member_id, b.generation_id)
+    except GroupError as exc:
+        return request.response(error_code=ErrorCode[exc.code_name])
+    return request.response(error_code=ErrorCode.none)
+
+
+def handle_leave_group(ctx, request):
+    results, top = [], ErrorCode.none
+    for member_id, instance_id in groups.leaving_members(request):
+        code = ErrorCode.none
+        try:
+            ctx.broker.coordinator.leave(request.body.group_id, member_id)
+        except GroupError as exc:
+            code = ErrorCode[exc.code_name]
+        if request.api_version < 3:
+            top = code
+        results.append({"member_id": member_id, "group_instance_id": instance_id,
+                        "error_code": code})
+    return request.response(error_code=top, members=results)
+
+
+def handle_describe_groups(ctx, request):
+    out = []
+    for gid in request.body.groups:
+        g = ctx.broker.coordinator.groups.get(gid)
+        if g is None:
+            out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": "Dead",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
+        out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": g.state,
+                    "protocol_type": g.protocol_type, "protocol_data": g.protocol,
+                    "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                                 "client_id": m.client_id, "client_host": m.client_host,
+                                 "member_metadata": m.metadata(g.protocol),
+                                 "member_assignment": m.assignment}
+                                for m in g.members.values()]})
+    return request.response(groups=out)
+
+
+def handle_list_groups(ctx, request):
+    states = set(getattr(request.body, "states_filter", ()) or ())
+    types = {t.lower() for t in (getattr(request.body, "types_filter", ()) or ())}
+    out = [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+            "group_type": "classic"}
+           for g in ctx.broker.coordinator.groups.values()
+           if (not states or g.state in states) and (not types or "classic" in types)]
+    # Groups known only from committed offsets are listed too, as Kafka does.
+    known = {g["group_id"] for g in out}
+    for gid in ctx.broker.offsets:
+        if gid not in known and (not states or "Empty" in states):
+            out.append({"group_id": gid, "protocol_type": "consumer", "group_state": "Empty",
+                        "group_type": "classic"})
+    return request.response(error_code=ErrorCode.none, groups=out)
+
+
+HANDLERS = {"FindCoordinator": handle_find_coordinator, "JoinGroup": handle_join_group,
+            "SyncGroup": handle_sync_group, "Heartbeat": handle_heartbeat,
+            "LeaveGroup": handle_leave_group, "DescribeGroups": handle_describe_groups,
+            "ListGroups": handle_list_groups}

@@ -1,0 +1,80 @@
+"""OffsetCommit and OffsetFetch: committed offsets per group, persisted in the data dir.
+
+A commit from a member is checked against the group's generation (ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS); a commit with generation -1 comes from a
+client outside group management and is accepted as Kafka accepts it for an empty group.
+"""
+
+from __future__ import annotations
+
+from shim.groups import COMPLETING, PREPARING
+from shim.protocol import ErrorCode, offsets
+from shim.protocol.entities import topic_ref
+
+
+def _commit_error(ctx, body) -> ErrorCode:
+    generation = getattr(body, "generation_id_or_member_epoch", -1)
+    if generation < 0:
+        return ErrorCode.none
+    g = ctx.broker.coordinator.groups.get(body.group_id)
+    if g is None or body.member_id not in g.members:
+        return ErrorCode.unknown_member_id
+    if generation != g.generation:
+        return ErrorCode.illegal_generation
+    if g.state in (PREPARING, COMPLETING):
+        return ErrorCode.rebalance_in_progress
+    return ErrorCode.none
+
+
+def handle_offset_commit(ctx, request):
+    broker, body = ctx.broker, request.body
+    code = _commit_error(ctx, body)
+    topics = []
+    for t in body.topics:
+        ref = topic_ref(t)
+        topic = broker.catalog.resolve(ref)
+        parts = []
+        for p in t.partitions:
+            c = code
+            if c == ErrorCode.none and topic is None:
+                c = ErrorCode.unknown_topic_or_partition if ref["name"] else ErrorCode.unknown_topic_id
+            if c == ErrorCode.none:
+                broker.commit(body.group_id, topic.name, p.partition_index, p.committed_offset,
+                              p.committed_metadata)
+            parts.append({"partition_index": p.partition_index, "error_code": c})
+        topics.append({**ref, "partitions": parts})
+    broker.save_offsets()
+    return request.response(topics=topics)
+
+
+def handle_offset_fetch(ctx, request):
+    broker, out = ctx.broker, []
+    for gid, wanted in offsets.fetch_groups(request):
+        committed = broker.offsets.get(gid, {})
+        if wanted is None:
+            by_topic: dict = {}
+            for (name, p) in committed:
+                by_topic.setdefault(name, []).append(p)
+            wanted = []
+            for name, parts in by_topic.items():
+                t = broker.catalog.get(name)
+                wanted.append(({"name": name, "topic": name,
+                                "topic_id": t.topic_id if t else None}, tuple(sorted(parts))))
+        topics = []
+        for ref, parts in wanted:
+            topic = broker.catalog.resolve(ref)
+            name = topic.name if topic else ref["name"]
+            entries = []
+            for p in parts:
+                offset, meta = committed.get((name, p), (-1, ""))
+                entries.append({"partition_index": p, "committed_offset": offset,
+                                "committed_leader_epoch": -1, "metadata": meta,
+                                "error_code": ErrorCode.none})
+            topics.append({**ref, "partitions": entries})
+        out.append({"group_id": gid, "error_code": ErrorCode.none, "topics": topics})
+    if request.api_version >= 8:
+        return request.response(groups=out)
+    return request.response(error_code=ErrorCode.none, topics=out[0]["topics"])
+
+
+HANDLERS = {"OffsetCommit": handle_offset_commit, "OffsetFetch": handle_offset_fetch}

@@ -1,0 +1,107 @@
+"""`camus serve`'s network side: an asyncio TCP server speaking Kafka through `shim.protocol`.
+
+One `ServerConnection` per TCP connection. Requests on a connection are handled one at a
+time, in order, as a Kafka broker does (it mutes a connection while a request is in
+flight), so a parked JoinGroup or a long-polling Fetch delays only its own connection's
+later requests, never anyone else's. Handlers come from the dispatch table in
+`shim.handlers`; an advertised API without a handler, or a handler that raises, answers
+that request with its own error shape (UNSUPPORTED_VERSION / UNKNOWN_SERVER_ERROR) and
+keeps the connection. Protocol errors follow docs/kafka-protocol.md: send the prepared
+answer when there is one, otherwise log and close this connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import signal
+
+from shim.broker import Broker, Config
+from shim.handlers import HANDLERS, Context
+from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_response
+
+log = logging.getLogger("camus.server")
+TICK_SECONDS = 0.25
+
+
+async def _answer(ctx: Context, request):
+    handler = HANDLERS.get(request.api.name)
+    if handler is None:
+        log.warning("no handler for %s v%d", request.api.name, request.api_version)
+        return request.error_response(ErrorCode.unsupported_version)
+    try:
+        result = handler(ctx, request)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+    except Exception:
+        log.exception("%s v%d from %s failed", request.api.name, request.api_version,
+                      request.client_id)
+        return request.error_response(ErrorCode.unknown_server_error, "internal error")
+
+
+async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+    peer = writer.get_extra_info("peername") or ("?", 0)
+    ctx = Context(broker, peer[0])
+    conn = ServerConnection()
+    try:
+        while True:
+            data = await reader.read(1 << 16)
+            if not data:
+                return
+            conn.receive_data(data)
+            while True:
+                try:
+                    request = conn.next_request()
+                except ProtocolError as exc:
+                    log.warning("client %s:%s: %s (%s)", peer[0], peer[1], exc, exc.error_code.name)
+                    if exc.response is None:
+                        return
+                    writer.write(exc.response)
+                    continue
+                if request is None:
+                    break
+                response = await _answer(ctx, request)
+                if request.expects_response:
+                    writer.write(encode_response(request, response))
+                    await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+        pass  # the client left, or the server is shutting down
+    finally:
+        writer.close()
+
+
+async def _housekeeping(broker: Broker) -> None:
+    while True:
+        await asyncio.sleep(TICK_SECONDS)
+        try:
+            broker.tick()
+        except Exception:
+            log.exception("housekeeping failed")
+
+
+async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
+    broker = Broker(config)
+    server = await asyncio.start_server(lambda r, w: _serve_connection(broker, r, w),
+                                        config.host, config.port, reuse_address=True)
+    config.port = server.sockets[0].getsockname()[1]  # an ephemeral port advertises itself
+    log.info("camus serving Kafka on %s:%d (node %d, data dir %s)", config.host, config.port,
+             config.node_id, config.data_dir or "none: in memory")
+    print(f"camus: listening on {config.host}:{config.port}", flush=True)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass  # not in the main thread (tests)
+    tasks = [asyncio.create_task(_housekeeping(broker))]
+    if ready is not None:
+        ready.set()
+    async with server:
+        await stop.wait()
+    for t in tasks:
+        t.cancel()
+    broker.save_offsets()

@@ -1,0 +1,192 @@
+"""Topic definitions: names, ids, partition counts, configs, schemas and views.
+
+A topic is created through CreateTopics, auto-created by Metadata, or declared in the
+`--config` file; its configs are Kafka's (`retention.ms`, `retention.bytes`,
+`segment.bytes`, anything else is kept and described back) plus camus's:
+
+  camus.schema   the filterable fields (`shim.schema`), e.g. `price:u32=$.price`
+  camus.source   makes the topic a view of that source topic
+  camus.filter   the view's filter over the source's schema, e.g. `price > 100`
+
+Everything is checked here, before the topic exists, so a bad schema or filter fails
+the CreateTopics call with the parser's line and column. A view has no partitions of
+its own: it mirrors its source's, and its logs are derived from the source by the data
+path. Definitions persist in `<data-dir>/topics.json` (rewritten atomically).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compiler.ast import Const, Filter
+from compiler.errors import CamusError
+from shim.schema import Schema, parse_schema
+from shim.subscriptions import kafka_spec, view_filter
+
+LEGAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+SCHEMA, SOURCE, FILTER = "camus.schema", "camus.source", "camus.filter"
+
+# Defaults described back by DescribeConfigs (Kafka's, where we honour them).
+DEFAULTS = {
+    "cleanup.policy": "delete",
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "segment.bytes": str(8 << 20),
+    "max.message.bytes": str(1 << 20 | 12),
+    "message.timestamp.type": "CreateTime",
+    "compression.type": "producer",
+}
+
+
+class TopicError(Exception):
+    def __init__(self, message: str, code_name: str) -> None:
+        super().__init__(message)
+        self.code_name = code_name  # an ErrorCode member name
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    number: int  # the 32-bit topic id the camus Kafka header carries
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    schema: Schema | None = None
+    filter: Filter = Const(True)
+
+    @property
+    def source(self) -> str | None:
+        return self.configs.get(SOURCE)
+
+    @property
+    def is_view(self) -> bool:
+        return SOURCE in self.configs
+
+    def config(self, name: str) -> str:
+        return self.configs.get(name, DEFAULTS.get(name, ""))
+
+    def int_config(self, name: str) -> int:
+        try:
+            return int(self.config(name))
+        except ValueError:
+            return int(DEFAULTS[name])
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "topic_id": str(self.topic_id), "number": self.number,
+                "partitions": self.partitions, "configs": self.configs}
+
+
+class Catalog:
+    """Every topic by name, id and number; the only place topics are made or removed."""
+
+    def __init__(self, directory: Path | None = None, spec=None) -> None:
+        self.path = directory / "topics.json" if directory else None
+        self.by_name: dict[str, Topic] = {}
+        self.next_number = 1
+        # Query fields compare by identity: filters must be parsed against the data path's spec.
+        self.spec = spec or kafka_spec()
+        if self.path and self.path.exists():
+            doc = json.loads(self.path.read_text())
+            self.next_number = doc.get("next_number", 1)
+            for t in doc.get("topics", []):
+                topic = Topic(t["name"], uuid.UUID(t["topic_id"]), t["number"], t["partitions"],
+                              dict(t["configs"]))
+                self._derive(topic)
+                self.by_name[topic.name] = topic
+
+    def __iter__(self):
+        return iter(list(self.by_name.values()))
+
+    def get(self, name: str | None) -> Topic | None:
+        return self.by_name.get(name) if name else None
+
+    def by_id(self, topic_id: uuid.UUID | None) -> Topic | None:
+        return next((t for t in self.by_name.values() if t.topic_id == topic_id), None)
+
+    def resolve(self, ref: dict) -> Topic | None:
+        """The topic a request item names, by name or (newer versions) by id."""
+        return self.get(ref.get("name")) or self.by_id(ref.get("topic_id"))
+
+    def views_of(self, name: str) -> list[Topic]:
+        return [t for t in self.by_name.values() if t.source == name]
+
+    def partitions_of(self, topic: Topic) -> int:
+        src = self.get(topic.source) if topic.is_view else None
+        return src.partitions if src else topic.partitions
+
+    def check(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        """The topic `CreateTopics` would make; TopicError says why it cannot be."""
+        if not LEGAL_NAME.match(name) or name in (".", ".."):
+            raise TopicError(f"illegal topic name {name!r}: up to 249 of [A-Za-z0-9._-]",
+                             "invalid_topic_exception")
+        if name in self.by_name:
+            raise TopicError(f"topic {name!r} already exists", "topic_already_exists")
+        if partitions < 1:
+            raise TopicError(f"number of partitions must be at least 1, not {partitions}",
+                             "invalid_partitions")
+        for key in ("retention.ms", "retention.bytes", "segment.bytes"):
+            if key in configs:
+                try:
+                    int(configs[key])
+                except ValueError:
+                    raise TopicError(f"{key}={configs[key]!r} is not an integer",
+                                     "invalid_config") from None
+        if (FILTER in configs) != (SOURCE in configs):
+            raise TopicError(f"a view needs both {SOURCE} and {FILTER}", "invalid_config")
+        topic = Topic(name, uuid.uuid4(), self.next_number, partitions, dict(configs))
+        if topic.is_view:
+            source = self.get(configs[SOURCE])
+            if source is None:
+                raise TopicError(f"{SOURCE}={configs[SOURCE]!r}: no such topic",
+                                 "invalid_config")
+            if source.is_view:
+                raise TopicError(f"{SOURCE}={source.name!r} is itself a view; name its source",
+                                 "invalid_config")
+            if SCHEMA in configs:
+                raise TopicError(f"a view takes its source's {SCHEMA}", "invalid_config")
+            topic.partitions = source.partitions
+        try:
+            self._derive(topic)
+        except CamusError as exc:
+            raise TopicError(str(exc), "invalid_config") from None
+        return topic
+
+    def add(self, topic: Topic) -> Topic:
+        self.by_name[topic.name] = topic
+        self.next_number += 1
+        self.save()
+        return topic
+
+    def remove(self, topic: Topic) -> None:
+        del self.by_name[topic.name]
+        self.save()
+
+    def set_partitions(self, topic: Topic, count: int) -> None:
+        topic.partitions = count
+        for v in self.views_of(topic.name):
+            v.partitions = count
+        self.save()
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        doc = {"next_number": self.next_number, "topics": [t.to_json() for t in self]}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, self.path)
+
+    def _derive(self, topic: Topic) -> None:
+        """Schema and filter from the configs (a view reads through its source's schema)."""
+        if SCHEMA in topic.configs:
+            topic.schema = parse_schema(topic.configs[SCHEMA])
+        if topic.is_view:
+            source = self.get(topic.source)
+            schema = source.schema if source else None
+            topic.schema = schema
+            text = topic.configs[FILTER]
+            topic.filter = view_filter(self.spec, schema, text)

@@ -1,0 +1,87 @@
+"""Fixtures for the broker tests: `camus serve` as a subprocess on an ephemeral 127.0.0.1 port.
+
+`camus_server(data_dir=None)` starts the real command line (`python -m camus.cli serve
+--listen 127.0.0.1:0`), reads the port it prints, and stops it with SIGTERM (SIGKILL after
+10 s). Every test gets a fresh broker unless it shares the module-scoped `broker`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Server:
+    def __init__(self, data_dir: Path | None = None, extra: list[str] | None = None) -> None:
+        cmd = [sys.executable, "-m", "camus.cli", "serve", "--listen", "127.0.0.1:0"]
+        if data_dir is not None:
+            cmd += ["--data-dir", str(data_dir)]
+        cmd += extra or []
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"camus-serve-{uuid.uuid4().hex}.log"
+        self.log = open(self.log_path, "w+")
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()  # "camus: listening on HOST:PORT", or EOF on failure
+        m = re.search(r"listening on ([\d.]+):(\d+)", line)
+        if m is None:
+            self.stop()
+            raise RuntimeError(f"camus serve did not start: {line!r}\n{self.log_path.read_text()}")
+        self.port = int(m.group(2))
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+    def stderr(self) -> str:
+        return self.log_path.read_text()
+
+
+@pytest.fixture
+def camus_server():
+    started: list[Server] = []
+
+    def start(data_dir: Path | None = None, extra: list[str] | None = None) -> Server:
+        s = Server(data_dir, extra)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def broker():
+    s = Server()
+    yield s
+    s.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_until(predicate, timeout: float = 15.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
