@@ -110,10 +110,12 @@ def _walk(a: AppLayout) -> list[str]:
     return out + ["if (meta.decided == 0) {", f"    {a.leaf_table}.apply();", "}"]
 
 
-def _copy_lengths(udp_payload: str) -> list[str]:
-    """A subscription copy: IPv4/UDP lengths from its UDP payload, its frame length for truncation."""
-    return [f"hdr.udp.length = {udp_payload} + 8;",
-            "hdr.ipv4.total_len = hdr.udp.length + 20;",
+def _copy_lengths(udp_payload: str | None) -> list[str]:
+    """A subscription copy: IPv4/UDP lengths from its UDP payload (None: unchanged), its frame
+    length for truncation. The IPv4 length follows the UDP one, as the software switch
+    rebuilds the frame from the UDP datagram alone."""
+    udp = [] if udp_payload is None else [f"hdr.udp.length = {udp_payload} + 8;"]
+    return udp + ["hdr.ipv4.total_len = hdr.udp.length + 20;",
             "meta.frame_len = 14 + (bit<32>)hdr.ipv4.total_len;",
             "meta.rewrite = 1;",
             "meta.handled = 1;"]
@@ -124,7 +126,7 @@ def _single(a: AppLayout) -> list[str]:
     return ([f"if ({valid} && hdr.udp.length >= {8 + a.message_bytes}) {{"]
             + _indent(_walk(a), 4)
             + ["    if (meta.decided == 1) {"]
-            + _indent(_copy_lengths("(hdr.udp.length - 8)"), 8)
+            + _indent(_copy_lengths(None), 8)
             + ["    }", "}"])
 
 

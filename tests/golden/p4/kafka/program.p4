@@ -278,7 +278,6 @@ control CamusIngress(inout headers_t hdr, inout metadata_t meta,
                         kafka_leaf.apply();
                     }
                     if (meta.decided == 1) {
-                        hdr.udp.length = (hdr.udp.length - 8) + 8;
                         hdr.ipv4.total_len = hdr.udp.length + 20;
                         meta.frame_len = 14 + (bit<32>)hdr.ipv4.total_len;
                         meta.rewrite = 1;
