@@ -220,8 +220,10 @@ def _mold_states(a: AppLayout) -> list[str]:
         nxt = f"{a.name}_block_{s + 1}" if s + 1 < a.slots else "accept"
         after = f"{a.name}_next_{s}"
         typed = f"{a.name}_typed_{s}" if a.type_field else f"{a.name}_message_{s}"
+        # Disjoint keysets (p4c warns about unreachable ones): long enough for a message, or not.
         cases = [(k, typed) for k in _masks(a.message_bytes, a.block_bytes, 16)]
-        cases += [(k, f"{a.name}_raw_{s}") for k in _masks(0, a.block_bytes, 16)]
+        if a.message_bytes:
+            cases += [(k, f"{a.name}_raw_{s}") for k in _masks(0, a.message_bytes - 1, 16)]
         cases.append(("default", "accept"))  # longer than a slot holds: parsing stops here
         states.append(_state(f"{a.name}_block_{s}",
                              [f"packet.extract(hdr.{a.len_instance(s)});",

@@ -245,8 +245,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_0;
             16w0x30 &&& 16w0xfff0: itch_typed_0;
             16w64: itch_typed_0;
-            16w0x0 &&& 16w0xffc0: itch_raw_0;
-            16w64: itch_raw_0;
+            16w0x0 &&& 16w0xffe0: itch_raw_0;
+            16w0x20 &&& 16w0xfffc: itch_raw_0;
             default: accept;
         }
     }
@@ -287,8 +287,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_1;
             16w0x30 &&& 16w0xfff0: itch_typed_1;
             16w64: itch_typed_1;
-            16w0x0 &&& 16w0xffc0: itch_raw_1;
-            16w64: itch_raw_1;
+            16w0x0 &&& 16w0xffe0: itch_raw_1;
+            16w0x20 &&& 16w0xfffc: itch_raw_1;
             default: accept;
         }
     }
@@ -329,8 +329,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_2;
             16w0x30 &&& 16w0xfff0: itch_typed_2;
             16w64: itch_typed_2;
-            16w0x0 &&& 16w0xffc0: itch_raw_2;
-            16w64: itch_raw_2;
+            16w0x0 &&& 16w0xffe0: itch_raw_2;
+            16w0x20 &&& 16w0xfffc: itch_raw_2;
             default: accept;
         }
     }
@@ -371,8 +371,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_3;
             16w0x30 &&& 16w0xfff0: itch_typed_3;
             16w64: itch_typed_3;
-            16w0x0 &&& 16w0xffc0: itch_raw_3;
-            16w64: itch_raw_3;
+            16w0x0 &&& 16w0xffe0: itch_raw_3;
+            16w0x20 &&& 16w0xfffc: itch_raw_3;
             default: accept;
         }
     }
@@ -413,8 +413,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_4;
             16w0x30 &&& 16w0xfff0: itch_typed_4;
             16w64: itch_typed_4;
-            16w0x0 &&& 16w0xffc0: itch_raw_4;
-            16w64: itch_raw_4;
+            16w0x0 &&& 16w0xffe0: itch_raw_4;
+            16w0x20 &&& 16w0xfffc: itch_raw_4;
             default: accept;
         }
     }
@@ -455,8 +455,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_5;
             16w0x30 &&& 16w0xfff0: itch_typed_5;
             16w64: itch_typed_5;
-            16w0x0 &&& 16w0xffc0: itch_raw_5;
-            16w64: itch_raw_5;
+            16w0x0 &&& 16w0xffe0: itch_raw_5;
+            16w0x20 &&& 16w0xfffc: itch_raw_5;
             default: accept;
         }
     }
@@ -497,8 +497,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_6;
             16w0x30 &&& 16w0xfff0: itch_typed_6;
             16w64: itch_typed_6;
-            16w0x0 &&& 16w0xffc0: itch_raw_6;
-            16w64: itch_raw_6;
+            16w0x0 &&& 16w0xffe0: itch_raw_6;
+            16w0x20 &&& 16w0xfffc: itch_raw_6;
             default: accept;
         }
     }
@@ -539,8 +539,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_7;
             16w0x30 &&& 16w0xfff0: itch_typed_7;
             16w64: itch_typed_7;
-            16w0x0 &&& 16w0xffc0: itch_raw_7;
-            16w64: itch_raw_7;
+            16w0x0 &&& 16w0xffe0: itch_raw_7;
+            16w0x20 &&& 16w0xfffc: itch_raw_7;
             default: accept;
         }
     }

@@ -180,8 +180,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_0;
             16w0x30 &&& 16w0xfff0: itch_typed_0;
             16w64: itch_typed_0;
-            16w0x0 &&& 16w0xffc0: itch_raw_0;
-            16w64: itch_raw_0;
+            16w0x0 &&& 16w0xffe0: itch_raw_0;
+            16w0x20 &&& 16w0xfffc: itch_raw_0;
             default: accept;
         }
     }
@@ -222,8 +222,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_1;
             16w0x30 &&& 16w0xfff0: itch_typed_1;
             16w64: itch_typed_1;
-            16w0x0 &&& 16w0xffc0: itch_raw_1;
-            16w64: itch_raw_1;
+            16w0x0 &&& 16w0xffe0: itch_raw_1;
+            16w0x20 &&& 16w0xfffc: itch_raw_1;
             default: accept;
         }
     }
@@ -264,8 +264,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_2;
             16w0x30 &&& 16w0xfff0: itch_typed_2;
             16w64: itch_typed_2;
-            16w0x0 &&& 16w0xffc0: itch_raw_2;
-            16w64: itch_raw_2;
+            16w0x0 &&& 16w0xffe0: itch_raw_2;
+            16w0x20 &&& 16w0xfffc: itch_raw_2;
             default: accept;
         }
     }
@@ -306,8 +306,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_3;
             16w0x30 &&& 16w0xfff0: itch_typed_3;
             16w64: itch_typed_3;
-            16w0x0 &&& 16w0xffc0: itch_raw_3;
-            16w64: itch_raw_3;
+            16w0x0 &&& 16w0xffe0: itch_raw_3;
+            16w0x20 &&& 16w0xfffc: itch_raw_3;
             default: accept;
         }
     }
@@ -348,8 +348,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_4;
             16w0x30 &&& 16w0xfff0: itch_typed_4;
             16w64: itch_typed_4;
-            16w0x0 &&& 16w0xffc0: itch_raw_4;
-            16w64: itch_raw_4;
+            16w0x0 &&& 16w0xffe0: itch_raw_4;
+            16w0x20 &&& 16w0xfffc: itch_raw_4;
             default: accept;
         }
     }
@@ -390,8 +390,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_5;
             16w0x30 &&& 16w0xfff0: itch_typed_5;
             16w64: itch_typed_5;
-            16w0x0 &&& 16w0xffc0: itch_raw_5;
-            16w64: itch_raw_5;
+            16w0x0 &&& 16w0xffe0: itch_raw_5;
+            16w0x20 &&& 16w0xfffc: itch_raw_5;
             default: accept;
         }
     }
@@ -432,8 +432,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_6;
             16w0x30 &&& 16w0xfff0: itch_typed_6;
             16w64: itch_typed_6;
-            16w0x0 &&& 16w0xffc0: itch_raw_6;
-            16w64: itch_raw_6;
+            16w0x0 &&& 16w0xffe0: itch_raw_6;
+            16w0x20 &&& 16w0xfffc: itch_raw_6;
             default: accept;
         }
     }
@@ -474,8 +474,8 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             16w0x28 &&& 16w0xfff8: itch_typed_7;
             16w0x30 &&& 16w0xfff0: itch_typed_7;
             16w64: itch_typed_7;
-            16w0x0 &&& 16w0xffc0: itch_raw_7;
-            16w64: itch_raw_7;
+            16w0x0 &&& 16w0xffe0: itch_raw_7;
+            16w0x20 &&& 16w0xfffc: itch_raw_7;
             default: accept;
         }
     }
