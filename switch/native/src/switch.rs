@@ -19,6 +19,10 @@ pub const TRUNCATED: usize = 1;
 pub const OVERSIZED: usize = 2;
 pub const NO_ROUTE: usize = 3;
 
+/// A walk state no message can be in (states have at most 56 bits): "not walking", for
+/// messages that are not subscription messages or are already decided.
+const NOT_WALKING: u64 = u64::MAX;
+
 #[derive(Deserialize)]
 pub struct PlanField {
     pub bit_offset: u32,
@@ -95,6 +99,7 @@ impl Extractor {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Stage {
     field: Extractor,
     table: usize,
@@ -161,6 +166,15 @@ pub enum Leaf {
 }
 
 impl Leaf {
+    #[inline(always)]
+    fn of(a: Action) -> Leaf {
+        match a.code() {
+            FWD => Leaf::Port(a.param() as u32),
+            MCAST => Leaf::Group(a.param() as u32),
+            _ => Leaf::None,
+        }
+    }
+
     /// 0 = no selection, 1<<32 | port = fwd, 2<<32 | group = mcast.
     pub fn code(self) -> u64 {
         match self {
@@ -182,8 +196,10 @@ pub struct Switch {
     pub misses: Vec<u64>,
     pub ports: PortTable,
     pub drops: [u64; 4],
-    // Scratch reused across packets: message blocks, leaves, (port, rid, message) triples.
+    // Scratch reused across packets: message blocks, walk states, leaves, (port, rid,
+    // message) triples.
     blocks: Vec<(usize, usize)>,
+    states: Vec<u64>,
     leaves: Vec<Leaf>,
     picks: Vec<(u32, u16, u32)>,
 }
@@ -317,6 +333,7 @@ impl Switch {
             ports: PortTable::new(),
             drops: [0; 4],
             blocks: Vec::new(),
+            states: Vec::new(),
             leaves: Vec::new(),
             picks: Vec::new(),
         })
@@ -372,46 +389,58 @@ impl Switch {
         Ok(seq)
     }
 
-    /// Walk the stages for one message and return its leaf.
-    #[inline(always)]
-    fn classify_message(&mut self, app: usize, msg: &[u8]) -> Leaf {
+    /// Walk the stages for every message block of one frame, leaving one leaf per block in
+    /// `self.leaves`.
+    ///
+    /// The walk is stage-major: one stage is looked up for every message before the next
+    /// stage. Lookups of different messages are independent, so their cache misses (large
+    /// range tables do not fit in L2) overlap instead of queueing behind one another. The
+    /// lookups made, and so the counters, are exactly those of walking each message alone.
+    fn classify_blocks(&mut self, app: usize, frame: &[u8]) {
+        let mut states = std::mem::take(&mut self.states);
+        let mut leaves = std::mem::take(&mut self.leaves);
+        states.clear();
+        leaves.clear();
         let a = &self.apps[app];
-        if msg.len() < a.message_bytes {
-            return Leaf::None;
+        for &(off, n) in &self.blocks {
+            let msg = &frame[off..off + n];
+            let subscription =
+                n >= a.message_bytes && a.type_field.as_ref().map_or(true, |t| a.types.contains(&t.get(msg)));
+            states.push(if subscription { 0 } else { NOT_WALKING });
+            leaves.push(Leaf::None);
         }
-        if let Some(t) = &a.type_field {
-            if !a.types.contains(&t.get(msg)) {
-                return Leaf::None;
-            }
-        }
-        let mut state = 0u64;
-        let mut decision = None;
-        for i in 0..self.apps[app].stages.len() {
-            let st = &self.apps[app].stages[i];
-            let (v, table, default_table) = (st.field.get(msg), st.table, st.default_table);
-            let hit = match self.lookup(table, state, v) {
-                Some(h) => Some(h),
-                None => self.lookup(default_table, state, 0),
-            };
-            match hit {
-                None => {} // a miss in both keeps the state
-                Some(h) if h.code() == SET_STATE => state = h.param(),
-                Some(h) => {
-                    // fwd/mcast decide: later stages and the leaf are skipped.
-                    decision = Some(h);
-                    break;
+        for si in 0..self.apps[app].stages.len() {
+            let st = self.apps[app].stages[si];
+            for k in 0..states.len() {
+                let state = states[k];
+                if state == NOT_WALKING {
+                    continue;
+                }
+                let (off, n) = self.blocks[k];
+                let v = st.field.get(&frame[off..off + n]);
+                let hit = match self.lookup(st.table, state, v) {
+                    Some(h) => Some(h),
+                    None => self.lookup(st.default_table, state, 0),
+                };
+                match hit {
+                    None => {} // a miss in both keeps the state
+                    Some(h) if h.code() == SET_STATE => states[k] = h.param(),
+                    Some(h) => {
+                        // fwd/mcast decide: later stages and the leaf are skipped.
+                        leaves[k] = Leaf::of(h);
+                        states[k] = NOT_WALKING;
+                    }
                 }
             }
         }
-        if decision.is_none() {
-            let leaf_table = self.apps[app].leaf_table;
-            decision = self.lookup(leaf_table, state, 0);
+        let leaf_table = self.apps[app].leaf_table;
+        for k in 0..states.len() {
+            if states[k] != NOT_WALKING {
+                leaves[k] = self.lookup(leaf_table, states[k], 0).map_or(Leaf::None, Leaf::of);
+            }
         }
-        match decision {
-            Some(a) if a.code() == FWD => Leaf::Port(a.param() as u32),
-            Some(a) if a.code() == MCAST => Leaf::Group(a.param() as u32),
-            _ => Leaf::None,
-        }
+        self.states = states;
+        self.leaves = leaves;
     }
 
     /// Classify every message of one frame, appending one leaf code per message block.
@@ -430,14 +459,11 @@ impl Switch {
         if self.split(frame, app, &u).is_err() {
             return 0;
         }
-        let blocks = std::mem::take(&mut self.blocks);
-        for &(off, n) in &blocks {
-            let leaf = self.classify_message(app, &frame[off..off + n]);
+        self.classify_blocks(app, frame);
+        for leaf in &self.leaves {
             out.extend_from_slice(&leaf.code().to_le_bytes());
         }
-        let n = blocks.len() as u32;
-        self.blocks = blocks;
-        n
+        self.leaves.len() as u32
     }
 
     /// Forward one frame: append its copies to `buf`/`copies`, count everything.
@@ -491,12 +517,9 @@ impl Switch {
         copies: &mut Vec<Copy>,
     ) -> Result<bool, usize> {
         let seq = self.split(frame, app, u)?;
+        self.classify_blocks(app, frame);
         let blocks = std::mem::take(&mut self.blocks);
-        let mut leaves = std::mem::take(&mut self.leaves);
-        leaves.clear();
-        for &(off, n) in &blocks {
-            leaves.push(self.classify_message(app, &frame[off..off + n]));
-        }
+        let leaves = std::mem::take(&mut self.leaves);
         let mut picks = std::mem::take(&mut self.picks);
         picks.clear();
         for (i, leaf) in leaves.iter().enumerate() {
