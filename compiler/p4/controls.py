@@ -6,8 +6,8 @@ order: each stage looks up `(meta.state, field)` and, on a miss, `(meta.state)` 
 default table; `fwd` and `mcast` set `meta.decided`, which guards every later stage and the
 leaf. Traffic that no rule selected goes to `ipv4_lpm` unchanged.
 
-MoldUDP64 applications evaluate one parsed block per pass and resubmit the packet with the
-next block index and what was decided so far (`@field_list(1)` metadata). The last pass
+MoldUDP64 applications evaluate one subscription message per pass and resubmit the packet
+with the next block index and what was decided so far (`@field_list(1)` metadata). The last pass
 sends the packet to the first decision's port or group, keeping only the blocks that
 decision selected. docs/p4.md explains why only one decision per packet can be honoured
 with the IR's entries alone, and what that costs.
@@ -19,6 +19,7 @@ from compiler.p4.layout import AppLayout
 from compiler.p4.names import TABLE_SIZE
 
 STAGE_ACTIONS = ("set_state", "fwd", "mcast")
+NO_SLOT = 255  # "no message evaluated in this pass"; slots are at most 32
 
 
 def _table(name: str, keys: list[tuple[str, str, str]], actions: tuple[str, ...]) -> str:
@@ -131,24 +132,25 @@ def _single(a: AppLayout) -> list[str]:
 
 
 def _mold(a: AppLayout) -> list[str]:
-    m = {x: f"meta.{a.meta(x)}" for x in ("index", "kind", "target", "keep", "count", "bytes", "loaded")}
+    m = {x: f"meta.{a.meta(x)}" for x in ("index", "kind", "target", "keep", "bytes")}
+    valid = {s: " && ".join(f"hdr.{a.msg_instance(h['name'], s)}.isValid()" for h in a.headers)
+             for s in range(a.slots)}
     out = [
         "if (hdr.udp.length < 28 || standard_metadata.parser_error == error.PacketTooShort",
         f"    || (bit<32>)hdr.udp.length < 28 + {m['bytes']}) {{",
         "    drop();  // the MoldUDP64 header or a block runs past the UDP payload",
         "} else {",
-        f"    // Pass {m['index']}: load block {m['index']} if it is a subscription message.",
+        f"    // This pass evaluates the first subscription message at or after block {m['index']}.",
+        f"    bit<8> slot = {NO_SLOT};",
     ]
     for s in range(a.slots):
         lead = "if" if s == 0 else "} else if"
-        hdrs = [f"hdr.{a.msg_instance(h['name'], s)}" for h in a.headers]
-        out.append(f"    {lead} ({m['index']} == {s}) {{")
-        out.append(f"        if ({' && '.join(h + '.isValid()' for h in hdrs)}) {{")
-        out.append(f"            {m['loaded']} = 1;")
-        out += [f"            {a.key_expr(f)} = {a.field_ref(f, s)};" for f in a.fields.values()]
-        out.append("        }")
+        reached = f"{m['index']} == 0" if s == 0 else f"{m['index']} <= {s}"
+        out.append(f"    {lead} ({reached} && {valid[s]}) {{")
+        out.append(f"        slot = {s};")
+        out += [f"        {a.key_expr(f)} = {a.field_ref(f, s)};" for f in a.fields.values()]
     out.append("    }")
-    out.append(f"    if ({m['loaded']} == 1) {{")
+    out.append(f"    if (slot != {NO_SLOT}) {{")
     out += _indent(_walk(a), 8)
     out += [
         "        if (meta.decided == 1) {",
@@ -164,12 +166,18 @@ def _mold(a: AppLayout) -> list[str]:
         "            }",
         "            // A block decided differently from the first decision is lost (docs/p4.md).",
         f"            if ({m['kind']} == kind && {m['target']} == target) {{",
-        f"                {m['keep']} = {m['keep']} | ((bit<32>)1 << {m['index']});",
+        f"                {m['keep']} = {m['keep']} | ((bit<32>)1 << slot);",
         "            }",
         "        }",
         "    }",
-        f"    if ({m['index']} + 1 < {m['count']}) {{",
-        f"        {m['index']} = {m['index']} + 1;",
+        "    // Another pass only if a subscription message follows this one.",
+        "    bool more = false;",
+    ]
+    for s in range(1, a.slots):
+        out += [f"    if (slot < {s} && {valid[s]}) {{", "        more = true;", "    }"]
+    out += [
+        "    if (more) {",
+        f"        {m['index']} = slot + 1;",
         "        meta.handled = 1;",
         "        resubmit_preserving_field_list(1);",
         f"    }} else if ({m['kind']} != 0) {{",

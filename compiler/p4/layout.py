@@ -7,7 +7,7 @@ header (`hdr.mold`) and, for each of `slots` message blocks, a length header
 (`hdr.itch_len_3`), the message headers when the block is a subscription message
 (`hdr.itch_order_3`) followed by the rest of the block (`hdr.itch_tail_3`, variable
 length), or the whole block as opaque bytes otherwise (`hdr.itch_raw_3`). The message under
-evaluation is copied into metadata (`meta.itch_order_stock`) because a table's key is fixed
+evaluation is copied into metadata (`meta.msg_itch_order_stock`) because a table's key is fixed
 while the slot changes from pass to pass (docs/p4.md, "Several messages per packet").
 """
 

@@ -60,7 +60,7 @@ def _preamble(pipeline: dict, apps: list[AppLayout]) -> str:
              "// Applications, dispatched by UDP destination port:"]
     for a in apps:
         if a.framing == "moldudp64":
-            how = f"MoldUDP64, up to {a.slots} message blocks evaluated per packet, one per pass"
+            how = f"MoldUDP64, up to {a.slots} blocks parsed, one subscription message evaluated per pass"
         else:
             how = "one message per packet"
         lines.append(f"//   {a.app['name']}: UDP {a.port}, {how}")
@@ -124,9 +124,7 @@ def _headers(apps: list[AppLayout]) -> str:
         meta += [
             f"    // {a.app['name']}: blocks parsed, and the evaluation passes (docs/p4.md)",
             f"    bit<16> {a.meta('left')};",
-            f"    bit<8>  {a.meta('count')};",
             f"    bit<32> {a.meta('bytes')};",
-            f"    bit<1>  {a.meta('loaded')};",
             f"    {fl}bit<8>  {a.meta('index')};",
             f"    {fl}bit<2>  {a.meta('kind')};   // 0 none yet, 1 fwd, 2 mcast",
             f"    {fl}bit<16> {a.meta('target')}; // its port or group",
@@ -206,7 +204,7 @@ def _single_states(a: AppLayout) -> list[str]:
 
 
 def _mold_states(a: AppLayout) -> list[str]:
-    left, count, nbytes = (f"meta.{a.meta(x)}" for x in ("left", "count", "bytes"))
+    left, nbytes = (f"meta.{a.meta(x)}" for x in ("left", "bytes"))
     states = [_state(f"parse_{a.name}",
                      [f"packet.extract(hdr.{a.mold});",
                       f"{left} = hdr.{a.mold}.{a.mold_field(2)};",
@@ -228,7 +226,6 @@ def _mold_states(a: AppLayout) -> list[str]:
         states.append(_state(f"{a.name}_block_{s}",
                              [f"packet.extract(hdr.{a.len_instance(s)});",
                               f"{left} = {left} - 1;",
-                              f"{count} = {s + 1};",
                               f"{nbytes} = {nbytes} + 2 + (bit<32>){length};"],
                              _select(length, cases)))
         if a.type_field:
