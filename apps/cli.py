@@ -1,8 +1,8 @@
-"""`camus demo`: one subcommand per application under apps/.
+"""`camus demo ...`: one subcommand per application under apps/.
 
-Each app package exposes `register_demo(demo_subparsers)`; this module only lists the
-packages, so adding a demo never means editing another app's code. An app whose package is
-not present is left out instead of breaking the others.
+Each app package that has a demo exposes `cli.register_demo(demo_subparsers)`; this file
+only lists them, so adding a demo never means editing another app's code. An app whose
+package is not there (yet) is left out of `camus demo --help`.
 """
 
 from __future__ import annotations
@@ -10,25 +10,19 @@ from __future__ import annotations
 import argparse
 import importlib
 
-# App packages, in the order their demos appear in `camus demo --help`.
-APPS = (
-    "apps.itch_filter",
-    "apps.int_events",
-)
+DEMOS = ("apps.itch_filter.cli", "apps.int_events.cli")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="run an application demo end to end on this machine")
-    demos = demo.add_subparsers(dest="demo", metavar="DEMO")
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("demo", help="run an application demo end to end on this machine")
+    demos = p.add_subparsers(dest="demo", metavar="DEMO")
     demos.required = True
-    for name in APPS:
+    for name in DEMOS:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            # Only the app's own absence is tolerated, never a broken import inside it.
+            # Only the absence of the app's own module is skipped, never a broken import in it.
             if exc.name is not None and name.startswith(exc.name):
                 continue
             raise
-        register_demo = getattr(module, "register_demo", None)
-        if register_demo is not None:  # an app still being built may not have a demo yet
-            register_demo(demos)
+        module.register_demo(demos)

@@ -2,15 +2,14 @@
 
 Nasdaq publishes a day of TotalView-ITCH 5.0 as such a file (usually gzipped, e.g.
 `01302019.NASDAQ_ITCH50.gz`). `read` takes plain or gzip files; `write` makes one (the tests
-write a synthetic day and read it back with the independent `itchfeed` parser). `paced`
-spaces packets out at a chosen rate, for replay through the publisher.
+write a synthetic day and read it back with the independent `itchfeed` parser). Replay at a
+chosen rate is the publisher's pacing (`camus demo itch --replay FILE --rate R`).
 """
 
 from __future__ import annotations
 
 import gzip
 import struct
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -52,19 +51,3 @@ def write(path: str | Path, messages: Iterable[bytes]) -> int:
             count += 1
     return count
 
-
-def paced(items: Iterable, rate: float, clock=time.perf_counter, sleep=time.sleep) -> Iterator:
-    """Yield `items` at `rate` per second (no pacing if rate <= 0). Each item is released at
-    its own scheduled time, so a slow consumer catches up instead of drifting."""
-    if rate <= 0:
-        yield from items
-        return
-    start = clock()
-    for i, item in enumerate(items):
-        due = start + i / rate
-        ahead = due - clock()
-        if ahead > 0.002:  # sleep() overshoots by ~0.1 ms or more; spin the last stretch
-            sleep(ahead - 0.001)
-        while clock() < due:
-            pass
-        yield item
