@@ -53,8 +53,8 @@ def problems(program: str, p4info=None) -> list[str]:
     # Types and instances.
     types: dict[str, dict[str, str]] = {}
     for m in re.finditer(r"\b(header|struct)\s+(\w+)\s*\{", code):
-        fields = dict((f, t) for t, f in re.findall(r"((?:@\w+\([^)]*\)\s*)*(?:bit|varbit)<\d+>|bool|\w+)\s+(\w+)\s*;",
-                                                    _block(code, m.end() - 1)))
+        decl = r"((?:@\w+\([^)]*\)\s*)*(?:bit|varbit)<\d+>|bool|\w+)\s+(\w+)\s*;"
+        fields = {f: t for t, f in re.findall(decl, _block(code, m.end() - 1))}
         types[m.group(2)] = fields
         for f in fields:
             if f in KEYWORDS and f not in ALLOWED_KEYWORD_NAMES:
@@ -84,7 +84,8 @@ def problems(program: str, p4info=None) -> list[str]:
         if len(set(states)) != len(states):
             out.append("a parser state is declared twice")
         targets = set(re.findall(r"\btransition\s+(\w+)\s*;", body))
-        targets |= set(re.findall(r":\s*(\w+)\s*;", "".join(re.findall(r"select\s*\([^{]*\)\s*\{([^}]*)\}", body))))
+        cases = "".join(re.findall(r"select\s*\([^{]*\)\s*\{([^}]*)\}", body))
+        targets |= set(re.findall(r":\s*(\w+)\s*;", cases))
         for t in targets - set(states) - {"accept", "reject", "select"}:
             out.append(f"transition to undeclared state {t}")
         if "start" not in states:

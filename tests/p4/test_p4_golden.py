@@ -64,13 +64,14 @@ def test_entries_name_only_tables_and_groups_of_the_program():
         tables = {t.preamble.id for t in info.tables}
         groups = {u.entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
                   for u in req.updates if u.entity.HasField("packet_replication_engine_entry")}
+        mcast = next(x.preamble.id for x in info.actions if x.preamble.name.endswith(".mcast"))
         used = set()
         for u in req.updates:
             assert u.type == p4runtime_pb2.Update.INSERT
             if u.entity.HasField("table_entry"):
                 assert u.entity.table_entry.table_id in tables
                 a = u.entity.table_entry.action.action
-                if a.action_id == next(x.preamble.id for x in info.actions if x.preamble.name.endswith(".mcast")):
+                if a.action_id == mcast:
                     used.add(int.from_bytes(a.params[0].value, "big"))
         assert used <= groups and groups, case
 
