@@ -69,9 +69,13 @@ frames = st.builds(lambda msgs, seq: (msgs, seq, itch_frame(msgs, seq=seq)),
 cuts = st.one_of(st.none(), st.none(), st.integers(0, 200))
 
 
-def compiled(rules_text: str):
+QUERY_FIELDS = ["itch_order.stock", "itch_order.price", "itch_order.shares", "itch_order.buy_sell_indicator"]
+field_orders = st.one_of(st.none(), st.permutations(QUERY_FIELDS))
+
+
+def compiled(rules_text: str, field_order=None):
     rules = parse_rules(rules_text, SPEC)
-    c = compile_rules(SPEC, rules)
+    c = compile_rules(SPEC, rules, field_order)
     entries = dict(c.entries)
     entries["table_entries"] = list(entries["table_entries"]) + [route(0, 0, FALLBACK_PORT)]
     return rules, c.pipeline, entries
@@ -125,9 +129,11 @@ def run_case(dp, rules, cases) -> None:
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 @settings(max_examples=200, deadline=None)
-@given(rules_text=rule_sets, cases=st.lists(st.tuples(frames, cuts), min_size=1, max_size=6))
-def test_every_port_gets_what_the_rules_select(impl, rules_text, cases):
-    rules, pipeline, entries = compiled(rules_text)
+@given(rules_text=rule_sets, cases=st.lists(st.tuples(frames, cuts), min_size=1, max_size=6),
+       field_order=field_orders)
+def test_every_port_gets_what_the_rules_select(impl, rules_text, cases, field_order):
+    """Any field order too: stages then come as exact, range or mixed sequences."""
+    rules, pipeline, entries = compiled(rules_text, field_order)
     run_case(load(pipeline, entries, impl=impl), rules, cases)
 
 
