@@ -127,6 +127,16 @@ def _add_counters(info: p4info_pb2.P4Info, tables: list[str]) -> None:
         c.size = sizes[name]
 
 
+def config_cookie(p4info: p4info_pb2.P4Info, device_config: bytes) -> int:
+    """The ForwardingPipelineConfig cookie for a config: a hash of its P4Info and device config.
+
+    A controller and the software switch loading the same directory both derive it, so a
+    controller recognises a target that already runs its pipeline and only diffs entries.
+    """
+    digest = hashlib.sha256(p4info.SerializeToString(deterministic=True) + device_config).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 def p4info_text(pipeline: dict, **options) -> str:
     """`build_p4info` as protobuf text format (what p4c writes as `*.p4info.txtpb`)."""
     return text_format.MessageToString(build_p4info(pipeline, **options))

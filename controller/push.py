@@ -18,7 +18,6 @@ device config written by p4c for bmv2.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import grpc
 from google.protobuf import text_format
 
-from compiler.p4info import build_p4info
+from compiler.p4info import build_p4info, config_cookie
 from compiler.p4runtime_entries import P4InfoIndex, entry_dict, entry_key, group_dict, multicast_entry, table_entry
 from compiler.p4runtime_protos import code_pb2, p4info_pb2, p4runtime_pb2
 from controller.p4runtime_client import P4RuntimeClient, WriteError
@@ -41,8 +40,7 @@ class TargetConfig:
 
     @property
     def cookie(self) -> int:
-        digest = hashlib.sha256(self.p4info.SerializeToString(deterministic=True) + self.device_config).digest()
-        return int.from_bytes(digest[:8], "big")
+        return config_cookie(self.p4info, self.device_config)
 
     @classmethod
     def software_switch(cls, directory: str | Path) -> "TargetConfig":

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.p4info import build_p4info
+from compiler.p4info import build_p4info, config_cookie
 from compiler.p4runtime_entries import P4InfoIndex
 from compiler.p4runtime_protos import p4info_pb2
 from switch.dataplane import DataPlane, Output, load
@@ -62,4 +62,7 @@ def config_from_dir(directory: str | Path) -> tuple[PipelineConfig, dict | None]
     pipeline = json.loads(raw)
     entries_path = d / "entries.json"
     entries = json.loads(entries_path.read_text()) if entries_path.exists() else None
-    return PipelineConfig(pipeline, build_p4info(pipeline, counters=True), raw), entries
+    p4info = build_p4info(pipeline, counters=True)
+    # The cookie a controller derives for the same directory: pushing it again diffs entries
+    # instead of resetting the pipeline.
+    return PipelineConfig(pipeline, p4info, raw, config_cookie(p4info, raw)), entries

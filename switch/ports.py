@@ -22,6 +22,7 @@ from __future__ import annotations
 import abc
 import queue
 import socket
+import sys
 import threading
 from collections.abc import Callable
 
@@ -197,6 +198,7 @@ class Ports:
         self.egress: dict[int, Port] = {}
         self.bindings: list[Port] = []
         self.unbound = 0
+        self.errors = 0  # frames whose processing raised (reported once on stderr)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._count_lock = threading.Lock()
@@ -229,8 +231,15 @@ class Ports:
                 if self._stop.is_set():
                     return
                 raise
-            if frame is not None:
+            if frame is None:
+                continue
+            try:
                 self.forward(frame, port.number)
+            except Exception as exc:  # one bad frame or send must not silence the port for good
+                with self._count_lock:
+                    self.errors += 1
+                if self.errors == 1:
+                    print(f"switch port {port.number}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def forward(self, frame: bytes, in_port: int) -> None:
         """Run one frame through the device and send its copies out of their ports."""
