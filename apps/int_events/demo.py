@@ -10,20 +10,26 @@ What should arrive is computed independently of the switch: every frame is decod
 its top hop record and `compiler.semantics.evaluate` (the definition of correct) says which
 ports the rules select. Delivered and expected are compared as sets of packet numbers per
 subscriber, so a missing copy, an extra one and a wrong one all show.
+
+With `kafka`, the same reports are also produced to the topic `int-telemetry` of a
+`camus serve` started for the run, and an ordinary Kafka consumer reads the view
+`int-anomalies` (apps.int_events.kafka_view); its records are checked the same way and
+written, rendered as JSON, to `int-anomalies.jsonl`.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from apps.int_events.fabric import Fabric, FabricConfig, packet_number
-from apps.int_events.int_md import decode, top_hop_values
+from apps.int_events.int_md import NotIntMd, decode, top_hop_values
 from apps.int_events.subscribers import Event, Subscription, UdpSubscriber
 from compiler.compile import compile_rules, write_outputs
-from compiler.rules import parse_rules
-from compiler.semantics import evaluate
+from compiler.rules import parse_filter, parse_rules
+from compiler.semantics import evaluate, holds
 from compiler.spec import load_spec
 from switch.device import Device, config_from_dir
 from switch.packet import read_udp
@@ -37,6 +43,7 @@ SUBSCRIPTIONS = (
     Subscription("severe-anywhere", "hop_latency > 200", 2),
     Subscription("leaf3-queue", "switch_id == 3 and queue_occupancy > 4000", 3),
 )
+KAFKA_FILTER = "switch_id == 2 and hop_latency > 100"
 
 
 @dataclass
@@ -78,19 +85,24 @@ class DemoResult:
 
     @property
     def packets_delivered(self) -> int:
-        """Packets that reached at least one subscriber."""
-        return len(set().union(*(s.delivered_numbers for s in self.subscribers)))
+        """Packets the switch delivered to at least one UDP subscriber."""
+        return len(set().union(*(s.delivered_numbers for s in self.subscribers if s.subscription.port is not None)))
 
 
 def run(packets: int, out: Path, seed: int = 1, impl: str = "native",
         subscriptions: tuple[Subscription, ...] = SUBSCRIPTIONS,
-        config: FabricConfig = FabricConfig()) -> DemoResult:
+        config: FabricConfig = FabricConfig(), kafka: bool = False,
+        kafka_filter: str = KAFKA_FILTER) -> DemoResult:
     out.mkdir(parents=True, exist_ok=True)
     spec = load_spec(INT_SPEC)
     rules_text = "".join(s.rule + "\n" for s in subscriptions)
     (out / "int-anomalies.rules").write_text(rules_text)
     rules = parse_rules(rules_text, spec, source=str(out / "int-anomalies.rules"))
     write_outputs(compile_rules(spec, rules), out / "switch")
+    # The view's filter, read as a rule over the same top-hop fields: its expected records.
+    view_filter = parse_filter(kafka_filter, spec) if kafka else None
+    view_expected: set[int] = set()
+    reports: list[bytes] = []
 
     device = Device(impl)
     device.install(*config_from_dir(out / "switch"))
@@ -107,11 +119,16 @@ def run(packets: int, out: Path, seed: int = 1, impl: str = "native",
         ports.start()
         for pkt in Fabric(config, seed).packets(packets):
             # Expected from the bytes, not from the generator's objects: decode, then evaluate.
-            stack, rest = decode(read_udp(pkt.frame).payload)
+            report = read_udp(pkt.frame).payload
+            stack, rest = decode(report)
             number, time_ns = packet_number(rest)
             values = top_hop_values(stack.hops[0])
             for port in evaluate(rules, values):
                 expected[port].add(number)
+            if kafka:
+                reports.append(report)
+                if holds(view_filter, values):
+                    view_expected.add(number)
             result.times_ns.append(time_ns)
             result.top_latency.append(values["int_hop.hop_latency"])
             result.bytes_in += len(pkt.frame)
@@ -122,11 +139,35 @@ def run(packets: int, out: Path, seed: int = 1, impl: str = "native",
         ports.stop()
         for sub in subscribers:
             sub.stop()
-    result.wall_seconds = time.perf_counter() - started
     with device.lock:
         result.switch_drops = dict(device.dataplane.counters()["drops"])
     for sub in subscribers:
         result.subscribers.append(SubscriberResult(sub.subscription, expected[sub.subscription.port],
                                                    sorted(sub.events, key=lambda e: e.number), sub.undecodable))
         result.bytes_out += sum(e.frame_bytes for e in sub.events)
+    if kafka:
+        result.subscribers.append(_through_kafka(out, reports, view_expected, kafka_filter))
+    result.wall_seconds = time.perf_counter() - started
     return result
+
+
+def _through_kafka(out: Path, reports: list[bytes], expected: set[int], view_filter: str) -> SubscriberResult:
+    from apps.int_events import kafka_view
+
+    with kafka_view.BrokerProcess(out / "broker.log") as broker:
+        kafka_view.create_topics(broker.bootstrap, view_filter)
+        kafka_view.publish(broker.bootstrap, reports)
+        records = kafka_view.consume_view(broker.bootstrap, len(expected))
+    events, undecodable = [], 0
+    with open(out / "int-anomalies.jsonl", "w") as fh:
+        for offset, value in records:
+            try:
+                stack, rest = decode(value)
+                number, time_ns = packet_number(rest)
+            except (NotIntMd, ValueError, IndexError):
+                undecodable += 1
+                continue
+            events.append(Event(number, time_ns, stack.hops[0], len(stack.hops), len(value)))
+            fh.write(json.dumps({"offset": offset, **kafka_view.render_json(value)}) + "\n")
+    return SubscriberResult(Subscription(f"kafka:{kafka_view.VIEW}", view_filter, None), expected,
+                            sorted(events, key=lambda e: e.number), undecodable)

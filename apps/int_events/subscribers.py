@@ -27,7 +27,7 @@ RCVBUF = 8 << 20  # large enough that a burst of copies is never dropped by the 
 class Subscription:
     name: str
     filter: str
-    port: int
+    port: int | None  # the switch egress port; None for a Kafka view's consumer
 
     @property
     def rule(self) -> str:

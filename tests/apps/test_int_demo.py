@@ -1,9 +1,11 @@
 """`camus demo int` end to end at a small size: fabric -> software switch -> UDP subscribers on
-127.0.0.1, every delivery checked against compiler.semantics.evaluate; and the check itself
-catches a wrong delivery."""
+127.0.0.1, and the same reports through `camus serve` to a kafka-python consumer of the view
+`int-anomalies`; every delivery checked against compiler.semantics.evaluate; and the check
+itself catches a wrong delivery."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from apps.int_events import demo
@@ -18,13 +20,17 @@ def test_camus_demo_int_runs_end_to_end(tmp_path: Path, capsys):
     text = capsys.readouterr().out
     summary = (out / "summary.txt").read_text()
     assert summary in text
-    for sub in demo.SUBSCRIPTIONS:
-        row = next(line for line in summary.splitlines() if line.startswith(sub.name))
-        _name, port, expected, delivered, verdict = row.split()[:5]
-        assert int(port) == sub.port and expected == delivered and verdict == "equal"
+    for name in [s.name for s in demo.SUBSCRIPTIONS] + ["kafka:int-anomalies"]:
+        row = next(line for line in summary.splitlines() if line.startswith(name + " "))
+        _name, _port, expected, delivered, verdict = row.split()[:5]
+        assert int(expected) > 0 and expected == delivered and verdict == "equal", row
     assert "all subscribers got exactly what compiler.semantics.evaluate expects" in summary
     assert (out / "int-anomalies.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "switch" / "pipeline.json").exists() and (out / "int-anomalies.rules").exists()
+    # The view keeps the source topic's offsets; packets were produced in order from 0.
+    records = [json.loads(line) for line in (out / "int-anomalies.jsonl").read_text().splitlines()]
+    assert records and all(r["offset"] == r["packet"] for r in records)
+    assert all(r["hops"][0]["node_id"] == 2 and r["hops"][0]["hop_latency"] > 100 for r in records)
 
 
 def test_every_subscriber_gets_anomalies_and_only_a_small_share_is_delivered(tmp_path: Path):

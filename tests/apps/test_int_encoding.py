@@ -170,3 +170,19 @@ def test_pipeline_reads_the_top_record_where_the_encoder_put_it():
     for name, f in app["fields"].items():
         bits = int.from_bytes(payload, "big") >> (8 * len(payload) - f["bit_offset"] - f["width"])
         assert bits & ((1 << f["width"]) - 1) == want[name], name
+
+
+def test_json_rendering_of_a_report():
+    from apps.int_events.kafka_view import SCHEMA, render_json
+
+    pkt = next(iter(Fabric(seed=1).packets(1)))
+    report = pkt.frame[ETH_IP_UDP:]
+    doc = render_json(report)
+    assert doc["packet"] == 0 and doc["original_port"] == pkt.flow.dst_port
+    assert [h["node_id"] for h in doc["hops"]] == [h.node_id for h in pkt.stack.hops]
+    # The view's schema reads the top record's bytes where the JSON says they are.
+    fields = dict(f.split("=bytes:") for f in SCHEMA.split(","))
+    off, n = map(int, fields["hop_latency:u32"].split(":"))
+    assert int.from_bytes(report[off: off + n], "big") == doc["hops"][0]["hop_latency"]
+    off, n = map(int, fields["queue_occupancy:u32"].split(":"))
+    assert int.from_bytes(report[off: off + n], "big") == doc["hops"][0]["queue_occupancy"]
