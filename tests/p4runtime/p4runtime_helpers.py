@@ -4,6 +4,7 @@
 draws Add Orders that hit and miss those rules; `expected_split` is what
 `compiler.semantics.evaluate` says each port must receive, and `received_split` reads the
 same thing back from the switch's output frames, so tests compare the two directly.
+`camus(...)` and `read_until_ready` start `camus switch serve` as a subprocess.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import json
 import random
 import struct
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 from compiler.compile import Compiled, compile_text
@@ -81,3 +85,22 @@ def received_split(copies: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
         _, _, blocks = read_mold(read_udp(data).payload)
         out.setdefault(port, []).extend(b for b in blocks if b)
     return out
+
+
+def camus(*args: str) -> list[str]:
+    return [sys.executable, "-m", "camus", *args]
+
+
+def read_until_ready(proc: subprocess.Popen, timeout: float = 30.0) -> list[str]:
+    """The serve process's stdout lines up to `ready`; it is killed if that takes too long."""
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if lines[-1] == "ready":
+                return lines
+    finally:
+        watchdog.cancel()
+    raise AssertionError(f"switch did not become ready: {lines} {proc.stderr.read()}")

@@ -13,32 +13,22 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import time
 
-from p4runtime_helpers import RULES, compiled, expected_split, frame, messages, received_split, write_dir
+from p4runtime_helpers import (
+    RULES,
+    camus,
+    compiled,
+    expected_split,
+    frame,
+    messages,
+    read_until_ready,
+    received_split,
+    write_dir,
+)
 
 PORTS = (1, 2, 3, 4, 5)
 CHANGED = RULES.replace('stock == "GOOGL" : fwd(1)', 'stock == "GOOGL" : fwd(3)')
-
-
-def camus(*args: str) -> list[str]:
-    return [sys.executable, "-m", "camus", *args]
-
-
-def read_until_ready(proc: subprocess.Popen, timeout: float = 30.0) -> list[str]:
-    lines, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line.strip())
-            if line.strip() == "ready":
-                return lines
-    proc.kill()
-    raise AssertionError(f"switch did not become ready: {lines} {proc.stderr.read()}")
 
 
 def collect(socks: dict[int, socket.socket], expected_copies: int, quiet: float = 0.3) -> list[tuple[int, bytes]]:
