@@ -82,26 +82,39 @@ async def _housekeeping(broker: Broker) -> None:
             log.exception("housekeeping failed")
 
 
-async def serve(config: Config, ready: asyncio.Event | None = None) -> None:
+async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None) -> None:
+    """Serve until SIGINT/SIGTERM (or `stop` is set); `on_ready(broker)` once listening."""
     broker = Broker(config)
-    server = await asyncio.start_server(lambda r, w: _serve_connection(broker, r, w),
-                                        config.host, config.port, reuse_address=True)
+    connections: set[asyncio.Task] = set()
+
+    async def connection(reader, writer):
+        task = asyncio.current_task()
+        connections.add(task)
+        try:
+            await _serve_connection(broker, reader, writer)
+        finally:
+            connections.discard(task)
+
+    server = await asyncio.start_server(connection, config.host, config.port, reuse_address=True)
     config.port = server.sockets[0].getsockname()[1]  # an ephemeral port advertises itself
     log.info("camus serving Kafka on %s:%d (node %d, data dir %s)", config.host, config.port,
              config.node_id, config.data_dir or "none: in memory")
     print(f"camus: listening on {config.host}:{config.port}", flush=True)
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop = stop or asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass  # not in the main thread (tests)
     tasks = [asyncio.create_task(_housekeeping(broker))]
-    if ready is not None:
-        ready.set()
+    if on_ready is not None:
+        on_ready(broker)
     async with server:
         await stop.wait()
-    for t in tasks:
-        t.cancel()
+        server.close()
+        # Parked requests (long-polls, joins) end with their connections, not with the loop.
+        for t in [*tasks, *connections]:
+            t.cancel()
+        await asyncio.gather(*tasks, *connections, return_exceptions=True)
     broker.save_offsets()

@@ -85,3 +85,47 @@ def wait_until(predicate, timeout: float = 15.0, interval: float = 0.05):
             return value
         time.sleep(interval)
     return predicate()
+
+
+class InProcess:
+    """`shim.server.serve` on a thread of this process, so tests can look at the broker's
+    switch and groups; reading that state from the test thread is racy, so tests poll."""
+
+    def __init__(self, **config) -> None:
+        import asyncio
+        import threading
+
+        from shim.broker import Config
+        from shim.server import serve
+
+        self.loop = asyncio.new_event_loop()
+        self.broker = None
+        self.stop_event = None
+        started = threading.Event()
+
+        def ready(broker):
+            self.broker = broker
+            started.set()
+
+        async def main():
+            self.stop_event = asyncio.Event()
+            await serve(Config(port=0, **config), on_ready=ready, stop=self.stop_event)
+
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(main(),),
+                                       daemon=True)
+        self.thread.start()
+        assert started.wait(15), "in-process broker did not start"
+        self.bootstrap = f"127.0.0.1:{self.broker.config.port}"
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.stop_event.set)
+        self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+@pytest.fixture
+def inprocess():
+    s = InProcess()
+    yield s
+    s.stop()
