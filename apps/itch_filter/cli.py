@@ -20,6 +20,8 @@ def register_demo(demos: argparse._SubParsersAction) -> None:
     p.add_argument("--replay", metavar="FILE",
                    help="replay a NASDAQ ITCH 5.0 binary file (2-byte length before each message, "
                         "gzip or plain) instead of the synthetic day")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="runs per mode, alternating camus and host (default 2)")
     p.add_argument("--impl", choices=("native", "python"), default="native",
                    help="software switch implementation (default native)")
     p.set_defaults(func=_run)
@@ -29,7 +31,7 @@ def _run(args: argparse.Namespace) -> int:
     from apps.itch_filter.demo import run_demo, summary
 
     demo = run_demo(args.messages, args.out, seed=args.seed, rate=args.rate, replay=args.replay,
-                    impl=args.impl)
+                    impl=args.impl, rounds=args.rounds)
     sys.stdout.write(summary(demo))
     print(f"wrote {args.out}/itch-latency.png and {args.out}/summary.txt")
     return 0 if demo.ok() else 1

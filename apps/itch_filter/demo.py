@@ -22,6 +22,7 @@ explainable, see `apps.itch_filter.retransmit`).
 from __future__ import annotations
 
 import json
+import os
 import select
 import subprocess
 import sys
@@ -53,6 +54,7 @@ class ModeRun:
     seconds: float
     datagrams_sent: int
     retransmit_requests: int
+    load: float  # the 1-minute load average after the run: other work on the machine shows here
 
     def latencies_us(self, name: str) -> list[float]:
         r = self.results[name]
@@ -71,10 +73,7 @@ class Demo:
     runs: list[ModeRun] = field(default_factory=list)
 
     def ok(self) -> bool:
-        return all(sorted(run.results[s.name].received) == self.expected[s.name]
-                   and run.results[s.name].complete
-                   and (run.mode == "host" or run.results[s.name].unwanted == 0)
-                   for run in self.runs for s in self.subscriptions)
+        return bool(self.runs) and all(_ok(self, run, s) for run in self.runs for s in self.subscriptions)
 
 
 def _start_subscriber(s: Subscription, retransmit: tuple[str, int], request_interval: float | None,
@@ -148,7 +147,8 @@ def run_mode(demo: Demo, mode: str, drop: Callable[[int], bool] = lambda i: Fals
         for s in demo.subscriptions:
             line = _read_line(procs[s.name], deadline + 10, f"subscriber {s.name}")
             results[s.name] = Result(**json.loads(line))
-        run = ModeRun(mode, results, publisher.send_ns, seconds, publisher.copies, server.requests)
+        run = ModeRun(mode, results, publisher.send_ns, seconds, publisher.copies, server.requests,
+                      os.getloadavg()[0])
         publisher.close()
         return run
     finally:
@@ -172,37 +172,61 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(max(values))}
 
 
+def _ok(demo: Demo, run: ModeRun, s: Subscription) -> bool:
+    r = run.results[s.name]
+    return (sorted(r.received) == demo.expected[s.name] and r.complete
+            and (run.mode == "host" or r.unwanted == 0))
+
+
+def _by_mode(demo: Demo) -> dict[str, list[ModeRun]]:
+    out: dict[str, list[ModeRun]] = {}
+    for run in demo.runs:
+        out.setdefault(run.mode, []).append(run)
+    return out
+
+
+def pooled_latencies(demo: Demo) -> dict[str, list[float]]:
+    """Every live message's latency, all subscribers and rounds, per mode."""
+    return {mode: [x for run in runs for s in demo.subscriptions for x in run.latencies_us(s.name)]
+            for mode, runs in _by_mode(demo).items()}
+
+
 def summary(demo: Demo) -> str:
-    """The text report: per subscriber, received vs expected and latency, for both modes."""
-    n_pkts = len(demo.packets)
+    """The text report: per subscriber and mode, received vs expected and latency."""
+    modes = _by_mode(demo)
+    rounds = max((len(r) for r in modes.values()), default=0)
     lines = [
-        f"camus demo itch: {len(demo.messages)} ITCH 5.0 messages ({demo.source}) in {n_pkts} "
-        f"MoldUDP64 packets, paced at {demo.rate:,.0f} messages/s; {len(demo.subscriptions)} subscribers",
+        f"camus demo itch: {len(demo.messages)} ITCH 5.0 messages ({demo.source}) in "
+        f"{len(demo.packets)} MoldUDP64 packets, paced at {demo.rate:,.0f} messages/s; "
+        f"{len(demo.subscriptions)} subscribers; {rounds} round(s) per mode, modes alternating",
         "camus: native software switch (switch.dataplane) inline in the publisher, egress ports bound "
         "to UDP sockets on 127.0.0.1; host: every subscriber receives every packet and filters itself.",
         f"compiled: {demo.compiled.stats['entries']['total']} table entries, "
-        f"{demo.compiled.stats['multicast_groups']} multicast groups",
+        f"{demo.compiled.stats['multicast_groups']} multicast groups; load average during the runs: "
+        + ", ".join(f"{run.mode} {run.load:.1f}" for run in demo.runs),
         "",
+        "counts are totals over the rounds; 'packets' is datagrams the subscriber received",
         f"{'subscriber':<20} {'mode':<6} {'expected':>8} {'received':>8} {'recovered':>9} {'packets':>7} "
         f"{'unwanted':>8} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'max us':>8}  ok",
     ]
     for s in demo.subscriptions:
-        for run in demo.runs:
-            r = run.results[s.name]
-            pc = percentiles(run.latencies_us(s.name))
-            ok = sorted(r.received) == demo.expected[s.name] and r.complete \
-                and (run.mode == "host" or r.unwanted == 0)
+        for mode, runs in modes.items():
+            rs = [run.results[s.name] for run in runs]
+            pc = percentiles([x for run in runs for x in run.latencies_us(s.name)])
+            ok = all(_ok(demo, run, s) for run in runs)
             cells = " ".join(f"{pc[k]:>8,.0f}" if pc else f"{'-':>8}" for k in ("p50", "p90", "p99", "max"))
-            lines.append(f"{s.name:<20} {run.mode:<6} {len(demo.expected[s.name]):>8} {len(r.received):>8} "
-                         f"{len(r.recovered):>9} {r.datagrams:>7} {r.unwanted:>8} {cells}  "
-                         f"{'yes' if ok else 'NO'}")
+            lines.append(
+                f"{s.name:<20} {mode:<6} {len(runs) * len(demo.expected[s.name]):>8} "
+                f"{sum(len(r.received) for r in rs):>8} {sum(len(r.recovered) for r in rs):>9} "
+                f"{sum(r.datagrams for r in rs):>7} {sum(r.unwanted for r in rs):>8} {cells}  "
+                f"{'yes' if ok else 'NO'}")
     lines.append("")
-    for run in demo.runs:
-        pooled = [x for s in demo.subscriptions for x in run.latencies_us(s.name)]
-        pc = percentiles(pooled)
+    for mode, values in pooled_latencies(demo).items():
+        runs = modes[mode]
+        pc = percentiles(values)
         text = ", ".join(f"{k} {v:,.0f} us" for k, v in pc.items()) if pc else "no messages"
-        lines.append(f"{run.mode:<6} all subscribers: {text}; {run.datagrams_sent} datagrams sent in "
-                     f"{run.seconds:.2f} s; {run.retransmit_requests} retransmission requests")
+        lines.append(f"{mode:<6} all subscribers: {text}; {sum(r.datagrams_sent for r in runs)} datagrams "
+                     f"sent; {sum(r.retransmit_requests for r in runs)} retransmission requests")
     lines.append("")
     lines.append("every subscriber received exactly its expected messages in both modes"
                  if demo.ok() else "MISMATCH: some subscriber did not receive exactly its expected messages")
@@ -210,18 +234,19 @@ def summary(demo: Demo) -> str:
 
 
 def run_demo(n_messages: int, out: str | Path, seed: int = 1, rate: float = 20000.0,
-             replay: str | Path | None = None, impl: str = "native") -> Demo:
-    """Both modes over the same packets; writes itch-latency.png and summary.txt into `out`."""
+             replay: str | Path | None = None, impl: str = "native", rounds: int = 2) -> Demo:
+    """Both modes over the same packets, alternating for `rounds` rounds so that changing load
+    on the machine falls on both alike; writes itch-latency.png and summary.txt into `out`."""
     from apps.itch_filter.plot import latency_cdf
 
     demo = prepare(n_messages, seed, rate, replay)
-    for mode in ("camus", "host"):
-        demo.runs.append(run_mode(demo, mode, impl=impl))
+    for i in range(rounds):
+        for mode in (("camus", "host") if i % 2 == 0 else ("host", "camus")):
+            demo.runs.append(run_mode(demo, mode, impl=impl))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.txt").write_text(summary(demo))
-    pooled = {run.mode: [x for s in demo.subscriptions for x in run.latencies_us(s.name)] for run in demo.runs}
-    latency_cdf(pooled, out / "itch-latency.png",
+    latency_cdf(pooled_latencies(demo), out / "itch-latency.png",
                 f"ITCH 5.0 feed, {len(demo.messages):,} messages at {rate:,.0f}/s, "
-                f"{len(demo.subscriptions)} subscribers on one host")
+                f"{len(demo.subscriptions)} subscribers on one host, {rounds} round(s) per mode")
     return demo

@@ -9,7 +9,7 @@ from camus.cli import main
 
 def test_camus_demo_itch_runs_end_to_end(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "itch", "--messages", "3000", "--out", str(out)]) == 0
+    assert main(["demo", "itch", "--messages", "3000", "--rounds", "1", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "every subscriber received exactly its expected messages in both modes" in printed
     assert (out / "itch-latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
