@@ -139,6 +139,7 @@ def _mold(a: AppLayout) -> list[str]:
         "if (hdr.udp.length < 28 || standard_metadata.parser_error == error.PacketTooShort",
         f"    || (bit<32>)hdr.udp.length < 28 + {m['bytes']}) {{",
         "    drop();  // the MoldUDP64 header or a block runs past the UDP payload",
+        "    meta.handled = 1;  // and not routed either",
         "} else {",
         f"    // This pass evaluates the first subscription message at or after block {m['index']}.",
         f"    bit<8> slot = {NO_SLOT};",

@@ -678,6 +678,7 @@ control CamusIngress(inout headers_t hdr, inout metadata_t meta,
                 if (hdr.udp.length < 28 || standard_metadata.parser_error == error.PacketTooShort
                     || (bit<32>)hdr.udp.length < 28 + meta.itch_bytes) {
                     drop();  // the MoldUDP64 header or a block runs past the UDP payload
+                    meta.handled = 1;  // and not routed either
                 } else {
                     // This pass evaluates the first subscription message at or after block meta.itch_index.
                     bit<8> slot = 255;
