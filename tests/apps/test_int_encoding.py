@@ -2,7 +2,7 @@
 
 1. A golden packet written byte by byte by hand from wire-formats.md 3.3-3.5 (not produced
    by the encoder), with the absolute frame offsets of each field.
-2. A second decoder: scapy layers declared here field by field from the spec's tables
+2. A second decoder: scapy layers declared field by field from the spec's tables (int_layers.py)
    (bit widths in spec order), parsing the fabric's frames, compared with what the
    fabric meant to send (its Hop objects), never with apps.int_events' own decoder.
 3. The compiled pipeline for p4/int/int.p4: the switch reads each query field at the IR's
@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scapy.fields import BitField, FieldLenField, PacketListField
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
@@ -23,34 +22,10 @@ from apps.int_events.fabric import Fabric, packet_number
 from apps.int_events.int_md import Hop, IntStack, NotIntMd, decode
 from compiler.compile import compile_text
 from switch.packet import udp_frame
+from tests.apps.int_layers import IntShimMd
 
 ROOT = Path(__file__).resolve().parents[2]
 ETH_IP_UDP = 42  # Ethernet 14 + IPv4 without options 20 + UDP 8
-
-
-class IntHopRecord(Packet):
-    """Spec 3.5, bits 0-3 of the instruction bitmap, in bit order."""
-    name = "INT hop (bitmap 0xF000)"
-    fields_desc = [BitField("node_id", 0, 32), BitField("l1_ingress", 0, 16), BitField("l1_egress", 0, 16),
-                   BitField("hop_latency", 0, 32), BitField("queue_id", 0, 8), BitField("queue_occupancy", 0, 24)]
-
-    def extract_padding(self, s):
-        return b"", s
-
-
-class IntShimMd(Packet):
-    """Spec 3.3 (shim) then 3.4 (INT-MD header), then Length*4-12 bytes of 16-byte records."""
-    name = "INT shim + MD"
-    fields_desc = [
-        BitField("type", 0, 4), BitField("npt", 0, 2), BitField("shim_reserved", 0, 2),
-        FieldLenField("length", None, length_of="stack", fmt="B", adjust=lambda pkt, n: n // 4 + 3),
-        BitField("original_port", 0, 16),
-        BitField("ver", 0, 4), BitField("d", 0, 1), BitField("e", 0, 1), BitField("m", 0, 1),
-        BitField("md_reserved", 0, 12), BitField("hop_ml", 0, 5), BitField("remaining_hop_count", 0, 8),
-        BitField("instruction_bitmap", 0, 16), BitField("domain_id", 0, 16),
-        BitField("ds_instruction", 0, 16), BitField("ds_flags", 0, 16),
-        PacketListField("stack", [], IntHopRecord, length_from=lambda pkt: pkt.length * 4 - 12),
-    ]
 
 
 def _scapy_ipv4_checksum(pkt: Packet) -> int:
