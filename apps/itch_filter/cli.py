@@ -22,6 +22,9 @@ def register_demo(demos: argparse._SubParsersAction) -> None:
                         "gzip or plain) instead of the synthetic day")
     p.add_argument("--rounds", type=int, default=2,
                    help="runs per mode, alternating camus and host (default 2)")
+    p.add_argument("--no-kafka", dest="kafka", action="store_false",
+                   help="skip the Kafka half (camus serve, one view per subscriber; needs kafka-python, "
+                        "installed by pip install -e '.[test]')")
     p.add_argument("--impl", choices=("native", "python"), default="native",
                    help="software switch implementation (default native)")
     p.set_defaults(func=_run)
@@ -31,7 +34,7 @@ def _run(args: argparse.Namespace) -> int:
     from apps.itch_filter.demo import run_demo, summary
 
     demo = run_demo(args.messages, args.out, seed=args.seed, rate=args.rate, replay=args.replay,
-                    impl=args.impl, rounds=args.rounds)
+                    impl=args.impl, rounds=args.rounds, kafka=args.kafka)
     sys.stdout.write(summary(demo))
     print(f"wrote {args.out}/itch-latency.png and {args.out}/summary.txt")
     return 0 if demo.ok() else 1

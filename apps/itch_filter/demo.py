@@ -62,6 +62,15 @@ class ModeRun:
 
 
 @dataclass
+class KafkaRun:
+    """The Kafka half: the feed produced to `camus serve`, one view per subscriber consumed."""
+
+    received: dict[str, list[tuple[int, bytes]]]  # subscriber -> (offset, value) of its view
+    produce_seconds: float
+    consume_seconds: float
+
+
+@dataclass
 class Demo:
     subscriptions: tuple[Subscription, ...]
     messages: list[bytes]
@@ -71,9 +80,17 @@ class Demo:
     source: str
     compiled: Compiled
     runs: list[ModeRun] = field(default_factory=list)
+    kafka: KafkaRun | None = None
+
+    def kafka_ok(self, name: str) -> bool:
+        """The view's records are exactly the subscriber's messages: offset = sequence - 1."""
+        got = self.kafka.received[name]
+        return ([o + 1 for o, _ in got] == self.expected[name]
+                and all(v == self.messages[o] for o, v in got))
 
     def ok(self) -> bool:
-        return bool(self.runs) and all(_ok(self, run, s) for run in self.runs for s in self.subscriptions)
+        return (bool(self.runs) and all(_ok(self, run, s) for run in self.runs for s in self.subscriptions)
+                and (self.kafka is None or all(self.kafka_ok(s.name) for s in self.subscriptions)))
 
 
 def _start_subscriber(s: Subscription, retransmit: tuple[str, int], request_interval: float | None,
@@ -172,6 +189,20 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(max(values))}
 
 
+def run_kafka(demo: Demo, log_path: Path) -> KafkaRun:
+    """Produce the feed to a `camus serve` child process and read every subscriber's view."""
+    from apps.itch_filter import kafka_view
+
+    with kafka_view.Broker(log_path) as broker:
+        kafka_view.create_topics(broker.bootstrap, demo.subscriptions)
+        started = time.perf_counter()
+        kafka_view.produce(broker.bootstrap, demo.messages)
+        produced = time.perf_counter()
+        received = kafka_view.consume_views(broker.bootstrap, demo.subscriptions,
+                                            {k: len(v) for k, v in demo.expected.items()})
+        return KafkaRun(received, produced - started, time.perf_counter() - produced)
+
+
 def _ok(demo: Demo, run: ModeRun, s: Subscription) -> bool:
     r = run.results[s.name]
     return (sorted(r.received) == demo.expected[s.name] and r.complete
@@ -227,16 +258,28 @@ def summary(demo: Demo) -> str:
         text = ", ".join(f"{k} {v:,.0f} us" for k, v in pc.items()) if pc else "no messages"
         lines.append(f"{mode:<6} all subscribers: {text}; {sum(r.datagrams_sent for r in runs)} datagrams "
                      f"sent; {sum(r.retransmit_requests for r in runs)} retransmission requests")
+    if demo.kafka is not None:
+        k = demo.kafka
+        lines.append("")
+        lines.append(f"Kafka views (camus serve; one view per subscriber over topic 'itch', value = the raw "
+                     f"ITCH message): produced in {k.produce_seconds:.2f} s, views read in "
+                     f"{k.consume_seconds:.2f} s")
+        for s in demo.subscriptions:
+            lines.append(f"{s.name:<20} kafka  {len(demo.expected[s.name]):>8} {len(k.received[s.name]):>8}"
+                         f"  {'yes' if demo.kafka_ok(s.name) else 'NO'}")
     lines.append("")
-    lines.append("every subscriber received exactly its expected messages in both modes"
+    where = "in both modes" + (" and in its Kafka view" if demo.kafka is not None else "")
+    lines.append(f"every subscriber received exactly its expected messages {where}"
                  if demo.ok() else "MISMATCH: some subscriber did not receive exactly its expected messages")
     return "\n".join(lines) + "\n"
 
 
 def run_demo(n_messages: int, out: str | Path, seed: int = 1, rate: float = 20000.0,
-             replay: str | Path | None = None, impl: str = "native", rounds: int = 2) -> Demo:
+             replay: str | Path | None = None, impl: str = "native", rounds: int = 2,
+             kafka: bool = True) -> Demo:
     """Both modes over the same packets, alternating for `rounds` rounds so that changing load
-    on the machine falls on both alike; writes itch-latency.png and summary.txt into `out`."""
+    on the machine falls on both alike; then (with `kafka`) the same feed through `camus serve`
+to one Kafka view per subscriber. Writes itch-latency.png and summary.txt into `out`."""
     from apps.itch_filter.plot import latency_cdf
 
     demo = prepare(n_messages, seed, rate, replay)
@@ -245,6 +288,8 @@ def run_demo(n_messages: int, out: str | Path, seed: int = 1, rate: float = 2000
             demo.runs.append(run_mode(demo, mode, impl=impl))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if kafka:
+        demo.kafka = run_kafka(demo, out / "camus-serve.log")
     (out / "summary.txt").write_text(summary(demo))
     latency_cdf(pooled_latencies(demo), out / "itch-latency.png",
                 f"ITCH 5.0 feed, {len(demo.messages):,} messages at {rate:,.0f}/s, "

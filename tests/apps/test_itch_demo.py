@@ -1,4 +1,5 @@
-"""`camus demo itch` end to end at a small size, and replay of a NASDAQ binary ITCH file."""
+"""`camus demo itch` end to end at a small size (UDP modes and Kafka views), and replay of a
+NASDAQ binary ITCH file."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ def test_camus_demo_itch_runs_end_to_end(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "itch", "--messages", "3000", "--rounds", "1", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "every subscriber received exactly its expected messages in both modes" in printed
+    assert ("every subscriber received exactly its expected messages in both modes and in its "
+            "Kafka view") in printed
     assert (out / "itch-latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (out / "summary.txt").read_text()
     assert summary in printed
@@ -20,6 +22,8 @@ def test_camus_demo_itch_runs_end_to_end(tmp_path, capsys):
     # Host filtering gets every packet; behind camus a subscriber gets only copies for it.
     for camus_row, host_row in zip(rows[0::2], rows[1::2]):
         assert int(camus_row[5]) < int(host_row[5])
+    kafka = [line.split() for line in summary.splitlines() if line.split()[1:2] == ["kafka"]]
+    assert len(kafka) == 5 and all(row[2] == row[3] and row[-1] == "yes" for row in kafka)
 
 
 def test_replay_of_a_binary_file_delivers_what_the_rules_select(tmp_path):
