@@ -19,6 +19,7 @@ from compiler.p4.layout import AppLayout
 from compiler.p4.names import TABLE_SIZE
 
 STAGE_ACTIONS = ("set_state", "fwd", "mcast")
+IHL = "(((bit<16>)hdr.ipv4.ihl) << 2)"  # IPv4 header bytes, options included
 NO_SLOT = 255  # "no message evaluated in this pass"; slots are at most 32
 
 
@@ -72,8 +73,8 @@ def ingress(pipeline: dict, apps: list[AppLayout]) -> str:
         "           || hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl) << 2",
         "           || standard_metadata.packet_length < 14 + (bit<32>)hdr.ipv4.total_len) {",
         "    drop();  // malformed, or truncated before the end of the IPv4 datagram",
-        "} else if (hdr.udp.isValid() && (hdr.ipv4.total_len < 28 || hdr.udp.length < 8",
-        "           || hdr.udp.length > hdr.ipv4.total_len - 20)) {",
+        f"}} else if (hdr.udp.isValid() && (hdr.ipv4.total_len < {IHL} + 8 || hdr.udp.length < 8",
+        f"           || hdr.udp.length > hdr.ipv4.total_len - {IHL})) {{",
         "    drop();  // a UDP header or datagram that does not fit the IPv4 datagram",
         "} else {",
     ]
@@ -116,7 +117,7 @@ def _copy_lengths(udp_payload: str | None) -> list[str]:
     length for truncation. The IPv4 length follows the UDP one, as the software switch
     rebuilds the frame from the UDP datagram alone."""
     udp = [] if udp_payload is None else [f"hdr.udp.length = {udp_payload} + 8;"]
-    return udp + ["hdr.ipv4.total_len = hdr.udp.length + 20;",
+    return udp + [f"hdr.ipv4.total_len = hdr.udp.length + {IHL};",
             "meta.frame_len = 14 + (bit<32>)hdr.ipv4.total_len;",
             "meta.rewrite = 1;",
             "meta.handled = 1;"]

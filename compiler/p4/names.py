@@ -23,8 +23,8 @@ KEYWORDS = frozenset("""
 
 # Instances, types and controls the emitter declares itself; spec names must not shadow them.
 RESERVED = frozenset("""
-    ethernet ipv4 udp hdr meta packet standard_metadata main NoAction
-    headers_t metadata_t ethernet_t ipv4_t udp_t
+    ethernet ipv4 ipv4_options udp hdr meta packet standard_metadata main NoAction
+    headers_t metadata_t ethernet_t ipv4_t ipv4_options_t udp_t
     CamusParser CamusVerifyChecksum CamusIngress CamusEgress CamusComputeChecksum CamusDeparser
 """.split())
 

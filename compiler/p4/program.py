@@ -5,9 +5,9 @@ are in `compiler.p4.controls`. Everything is generated from `AppLayout`s, one pe
 application, so adding an application adds a UDP port to the dispatch, its header types and
 instances, its parser states and its deparser lines, and nothing else changes.
 
-Only option-less, unfragmented IPv4 UDP reaches an application's parser states; every other
-packet is plain IP traffic for `ipv4_lpm` (docs/p4.md lists where that differs from the
-software switch).
+Only unfragmented IPv4 UDP reaches an application's parser states (IPv4 options are kept in
+a varbit header so that copies keep them and the checksum covers them); every other packet
+is plain IP traffic for `ipv4_lpm`.
 """
 
 from __future__ import annotations
@@ -87,10 +87,12 @@ def _headers(apps: list[AppLayout]) -> str:
                                 ("bit<3>", "flags"), ("bit<13>", "frag_offset"), ("bit<8>", "ttl"),
                                 ("bit<8>", "protocol"), ("bit<16>", "hdr_checksum"),
                                 ("bit<32>", "src_addr"), ("bit<32>", "dst_addr")]),
+        _header_type("ipv4_options_t", [("varbit<320>", "data")]),  # IHL up to 15 words
         _header_type("udp_t", [("bit<16>", "src_port"), ("bit<16>", "dst_port"),
                                ("bit<16>", "length"), ("bit<16>", "checksum")]),
     ]
-    instances = [("ethernet_t", "ethernet"), ("ipv4_t", "ipv4"), ("udp_t", "udp")]
+    instances = [("ethernet_t", "ethernet"), ("ipv4_t", "ipv4"), ("ipv4_options_t", "ipv4_options"),
+                 ("udp_t", "udp")]
     meta = [
         "    bit<32> state;       // the walk's state: 0 at the start of every message",
         "    bit<1>  decided;     // a fwd/mcast action ran: later stages and the leaf are skipped",
@@ -167,10 +169,15 @@ def _parser(apps: list[AppLayout]) -> str:
     states = [
         _state("start", ["packet.extract(hdr.ethernet);"],
                _select("hdr.ethernet.ether_type", [("16w0x0800", "parse_ipv4"), ("default", "accept")])),
-        _state("parse_ipv4", ["packet.extract(hdr.ipv4);",
-                              "// Applications see option-less, unfragmented UDP only (docs/p4.md)."],
-               _select("hdr.ipv4.ihl, hdr.ipv4.protocol, hdr.ipv4.flags, hdr.ipv4.frag_offset",
-                       [("(4w5, 8w17, 3w0 &&& 3w1, 13w0)", "parse_udp"), ("default", "accept")])),
+        _state("parse_ipv4", ["packet.extract(hdr.ipv4);"],
+               _select("hdr.ipv4.ihl", [("4w0 &&& 4w0xc", "accept"), ("4w4", "accept"),  # malformed
+                                        ("default", "parse_ipv4_options")])),
+        _state("parse_ipv4_options",
+               ["// Always extracted (empty for IHL 5), so the checksum can always cover it.",
+                "packet.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - 5) << 5);",
+                "// A fragment is not a whole UDP datagram: plain IP traffic."],
+               _select("hdr.ipv4.protocol, hdr.ipv4.flags, hdr.ipv4.frag_offset",
+                       [("(8w17, 3w0 &&& 3w1, 13w0)", "parse_udp"), ("default", "accept")])),
         _state("parse_udp", ["packet.extract(hdr.udp);"],
                _select("hdr.udp.dst_port",
                        [(f"16w{a.port}", f"parse_{a.name}") for a in apps] + [("default", "accept")])),
@@ -255,7 +262,7 @@ def _verify_checksum() -> str:
 
 
 def _compute_checksum() -> str:
-    fields = ",\n              ".join(f"hdr.ipv4.{f}" for f in _IPV4_FIELDS)
+    fields = ",\n              ".join([f"hdr.ipv4.{f}" for f in _IPV4_FIELDS] + ["hdr.ipv4_options.data"])
     return ("control CamusComputeChecksum(inout headers_t hdr, inout metadata_t meta) {\n"
             "    apply {\n"
             "        // Only rewritten copies: forwarded IP traffic leaves unchanged, bad checksum or not.\n"
@@ -266,7 +273,7 @@ def _compute_checksum() -> str:
 
 
 def _deparser(apps: list[AppLayout]) -> str:
-    names = ["ethernet", "ipv4", "udp"]
+    names = ["ethernet", "ipv4", "ipv4_options", "udp"]
     for a in apps:
         if a.framing == "single":
             names += [a.msg_instance(h["name"]) for h in a.headers]

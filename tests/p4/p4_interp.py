@@ -440,6 +440,8 @@ class Interpreter:
                 return bool(self.ev(pkt, base)[0]), None
             if base[0] == "member" and base[1] == ("name", "hdr"):
                 h = pkt.hdr[base[2]]
+                if dict(self.p.types[h.type])[e[2]][0] == "varbit":
+                    return int.from_bytes(h.data, "big"), 8 * len(h.data)
                 return h.fields.get(e[2], 0), self.field_width(pkt, e)
             raise Unsupported(f"member {e}")
         if kind == "not":

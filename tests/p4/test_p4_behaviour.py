@@ -84,7 +84,8 @@ def test_itch_random_packets_within_the_limits_match_the_software_switch():
     checked = multi = 0
     while checked < 150:
         blocks = [_random_block(rng) for _ in range(rng.randint(1, 8))]
-        frame = udp_frame(mold_payload(SESSION, rng.randrange(1 << 64), blocks), dst_port=1234)
+        frame = udp_frame(mold_payload(SESSION, rng.randrange(1 << 64), blocks), dst_port=1234,
+                          ip_options=rng.choice([b"", b"", b"\x01\x01\x01\x00"]))
         if len(_decisions(c, frame, blocks)) > 1:
             continue  # two decisions: the documented limit, pinned below
         got, want = interp.process(frame, 0), ref.process(frame, 0)
@@ -133,13 +134,14 @@ def test_malformed_and_non_subscription_frames_match_the_software_switch(frame):
     assert interp.process(frame, 0) == ref.process(frame, 0)
 
 
-def test_ipv4_options_are_routed_unchanged_not_evaluated():
-    """docs/p4.md: applications see option-less IPv4 only (the software switch evaluates them)."""
+@pytest.mark.parametrize("options", [b"\x01\x01\x01\x00", b"\x07\x27" + bytes(38)])
+def test_ipv4_options_are_kept_in_copies_and_covered_by_the_checksum(options):
     _, interp, ref = _setup("itch")
-    frame = udp_frame(mold_payload(SESSION, 5, [add_order(b"GOOGL", 1, 1)]), dst_port=1234,
-                      ip_options=b"\x01\x01\x01\x00")
-    assert [p for p, _ in ref.process(frame, 0)] == [1]
-    assert interp.process(frame, 0) == [(9, frame)]
+    blocks = [add_order(b"GOOGL", 1, 1), b"S" + bytes(11)]
+    frame = udp_frame(mold_payload(SESSION, 5, blocks), dst_port=1234, ip_options=options)
+    got = interp.process(frame, 0)
+    assert [p for p, _ in got] == [1] and got == ref.process(frame, 0)
+    assert got[0][1][14] == 0x40 | (5 + len(options) // 4)
 
 
 def test_a_block_longer_than_a_slot_ends_parsing():

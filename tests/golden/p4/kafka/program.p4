@@ -30,6 +30,10 @@ header ipv4_t {
     bit<32> dst_addr;
 }
 
+header ipv4_options_t {
+    varbit<320> data;
+}
+
 header udp_t {
     bit<16> src_port;
     bit<16> dst_port;
@@ -58,6 +62,7 @@ header kafka_t {
 struct headers_t {
     ethernet_t ethernet;
     ipv4_t ipv4;
+    ipv4_options_t ipv4_options;
     udp_t udp;
     kafka_t kafka;
 }
@@ -85,9 +90,19 @@ parser CamusParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        // Applications see option-less, unfragmented UDP only (docs/p4.md).
-        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol, hdr.ipv4.flags, hdr.ipv4.frag_offset) {
-            (4w5, 8w17, 3w0 &&& 3w1, 13w0): parse_udp;
+        transition select(hdr.ipv4.ihl) {
+            4w0 &&& 4w0xc: accept;
+            4w4: accept;
+            default: parse_ipv4_options;
+        }
+    }
+
+    state parse_ipv4_options {
+        // Always extracted (empty for IHL 5), so the checksum can always cover it.
+        packet.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - 5) << 5);
+        // A fragment is not a whole UDP datagram: plain IP traffic.
+        transition select(hdr.ipv4.protocol, hdr.ipv4.flags, hdr.ipv4.frag_offset) {
+            (8w17, 3w0 &&& 3w1, 13w0): parse_udp;
             default: accept;
         }
     }
@@ -253,8 +268,8 @@ control CamusIngress(inout headers_t hdr, inout metadata_t meta,
                    || hdr.ipv4.total_len < ((bit<16>)hdr.ipv4.ihl) << 2
                    || standard_metadata.packet_length < 14 + (bit<32>)hdr.ipv4.total_len) {
             drop();  // malformed, or truncated before the end of the IPv4 datagram
-        } else if (hdr.udp.isValid() && (hdr.ipv4.total_len < 28 || hdr.udp.length < 8
-                   || hdr.udp.length > hdr.ipv4.total_len - 20)) {
+        } else if (hdr.udp.isValid() && (hdr.ipv4.total_len < (((bit<16>)hdr.ipv4.ihl) << 2) + 8 || hdr.udp.length < 8
+                   || hdr.udp.length > hdr.ipv4.total_len - (((bit<16>)hdr.ipv4.ihl) << 2))) {
             drop();  // a UDP header or datagram that does not fit the IPv4 datagram
         } else {
             if (hdr.udp.isValid() && hdr.udp.dst_port == 9094) {
@@ -278,7 +293,7 @@ control CamusIngress(inout headers_t hdr, inout metadata_t meta,
                         kafka_leaf.apply();
                     }
                     if (meta.decided == 1) {
-                        hdr.ipv4.total_len = hdr.udp.length + 20;
+                        hdr.ipv4.total_len = hdr.udp.length + (((bit<16>)hdr.ipv4.ihl) << 2);
                         meta.frame_len = 14 + (bit<32>)hdr.ipv4.total_len;
                         meta.rewrite = 1;
                         meta.handled = 1;
@@ -342,7 +357,8 @@ control CamusComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.ipv4.ttl,
               hdr.ipv4.protocol,
               hdr.ipv4.src_addr,
-              hdr.ipv4.dst_addr },
+              hdr.ipv4.dst_addr,
+              hdr.ipv4_options.data },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
     }
 }
@@ -355,6 +371,7 @@ control CamusDeparser(packet_out packet, in headers_t hdr) {
         // Only valid headers are emitted: pruned blocks vanish, the rest follows as payload.
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.udp);
         packet.emit(hdr.kafka);
     }
