@@ -74,7 +74,7 @@ class DemoResult:
     duration_ns: int  # the simulated run's length
     wall_seconds: float
     subscribers: list[SubscriberResult]
-    # Per packet, for the picture: send time (ns), top hop latency, top node id.
+    # Per packet, for the picture: send time (ns) and top-hop latency.
     times_ns: list[int] = field(repr=False, default_factory=list)
     top_latency: list[int] = field(repr=False, default_factory=list)
     switch_drops: dict = field(default_factory=dict)

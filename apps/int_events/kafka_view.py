@@ -84,8 +84,10 @@ def publish(bootstrap: str, values: Iterable[bytes]) -> int:
 
 def consume_view(bootstrap: str, expected: int, idle_seconds: float = 3.0,
                  limit_seconds: float = 60.0) -> list[tuple[int, bytes]]:
-    """(offset, value) of the view's records: until `expected` came and nothing more follows
-    for a short while, or nothing came for `idle_seconds`, or `limit_seconds` passed."""
+    """(offset, value) of the view's records, read by a consumer-group member. It stops when
+    `expected` records came and nothing follows for half a second (an extra one would still
+    show), when records came and then stopped for `idle_seconds`, or after `limit_seconds`;
+    joining the group may take a while, so silence before the first record is not the end."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(VIEW, bootstrap_servers=bootstrap, group_id="camus-int-demo",
@@ -100,7 +102,9 @@ def consume_view(bootstrap: str, expected: int, idle_seconds: float = 3.0,
             if records:
                 got.extend((r.offset, r.value) for r in records)
                 last = now
-            elif now - last > idle_seconds or (len(got) >= expected and now - last > 0.5):
+                continue
+            quiet = now - last
+            if (len(got) >= expected and quiet > 0.5) or (got and quiet > idle_seconds):
                 break
     finally:
         consumer.close()
