@@ -292,6 +292,6 @@ to one Kafka view per subscriber. Writes itch-latency.png and summary.txt into `
         demo.kafka = run_kafka(demo, out / "camus-serve.log")
     (out / "summary.txt").write_text(summary(demo))
     latency_cdf(pooled_latencies(demo), out / "itch-latency.png",
-                f"ITCH 5.0 feed, {len(demo.messages):,} messages at {rate:,.0f}/s, "
-                f"{len(demo.subscriptions)} subscribers on one host, {rounds} round(s) per mode")
+                f"ITCH 5.0: {len(demo.messages):,} messages at {rate:,.0f}/s, "
+                f"{len(demo.subscriptions)} subscribers, {rounds} round(s) per mode")
     return demo
