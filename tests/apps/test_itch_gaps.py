@@ -126,9 +126,11 @@ def test_dropped_packets_are_all_recovered(mode):
         expected = demo.expected[s.name]
         assert r.complete and r.unexplained == []
         assert sorted(r.received) == expected  # every gap filled
-        # Loss, told from filtering: what came back is exactly its own messages that were lost.
-        assert sorted(r.recovered) == sorted(lost & set(expected))
-        assert r.recovered, "the drop pattern must hit each subscriber"
-        assert sorted(r.live) == sorted(set(expected) - lost)
+        # Loss, told from filtering: every one of its own lost messages came back, and nothing
+        # else did but messages it selects (a socket overflow on a loaded machine may add some).
+        mine_lost = lost & set(expected)
+        assert mine_lost, "the drop pattern must hit each subscriber"
+        assert mine_lost <= set(r.recovered) <= set(expected)
+        assert not set(r.live) & set(r.recovered)
         if mode == "camus":
             assert r.unwanted == 0
