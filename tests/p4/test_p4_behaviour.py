@@ -175,6 +175,17 @@ def test_itch_messages_beyond_the_slots_are_not_evaluated():
     assert interp.process(frame, 0) == [(9, frame)]  # nothing selected within 2 slots: routed
 
 
+def _message(app: dict, rng: random.Random, consts: dict) -> bytes:
+    """Random bytes with every query field set to one of its `consts`."""
+    nbytes = app["message"]["bytes"]
+    whole = int.from_bytes(rng.randbytes(nbytes), "big")
+    for q, f in app["fields"].items():
+        mask = (1 << f["width"]) - 1
+        shift = nbytes * 8 - f["bit_offset"] - f["width"]
+        whole = whole & ~(mask << shift) | ((rng.choice(consts[q]) & mask) << shift)
+    return whole.to_bytes(nbytes, "big")
+
+
 @pytest.mark.parametrize("case", ["int", "kafka"])
 def test_single_message_applications_match_the_software_switch(case):
     c, interp, ref = _setup(case)
@@ -184,14 +195,7 @@ def test_single_message_applications_match_the_software_switch(case):
     rng = random.Random(7)
     selected = 0
     for _ in range(120):
-        msg = bytearray(rng.randbytes(nbytes))
-        for q, f in app["fields"].items():
-            v = rng.choice(consts[q]) & ((1 << f["width"]) - 1)
-            whole = int.from_bytes(msg, "big")
-            shift = nbytes * 8 - f["bit_offset"] - f["width"]
-            whole = whole & ~(((1 << f["width"]) - 1) << shift) | (v << shift)
-            msg = bytearray(whole.to_bytes(nbytes, "big"))
-        payload = bytes(msg) + rng.randbytes(rng.choice([0, 0, 5]))
+        payload = _message(app, rng, consts) + rng.randbytes(rng.choice([0, 0, 5]))
         if rng.random() < 0.1:
             payload = payload[: rng.randrange(nbytes)]  # too short to be a message: routed
         frame = udp_frame(payload, dst_port=app["udp_port"])
@@ -253,3 +257,29 @@ def test_a_rule_that_is_always_true_decides_in_the_leaf_table():
     frame = udp_frame(bytes(range(32)), dst_port=1337)
     got = interp.process(frame, 0)
     assert [p for p, _ in got] == [2, 4] and got == ref.process(frame, 0)
+
+
+@pytest.mark.parametrize("case", sorted(SPECS))
+def test_static_pipelines_match_the_software_switch(case):
+    """`camus compile --static`: every query field staged with its declared match kind."""
+    from compiler.compile import compile_rules
+    from compiler.rules import load_rules
+    from compiler.spec import load_spec
+
+    spec = load_spec(ROOT / SPECS[case])
+    c = compile_rules(spec, load_rules(GOLDEN / case / "rules.txt", spec), static=True)
+    entries = json.loads(json.dumps(c.entries))
+    entries["table_entries"] += [ROUTE, REWRITE]
+    interp = Interpreter(emit_program(c.pipeline), entries)
+    ref = load(c.pipeline, entries, impl="python")
+    app = c.application
+    rng = random.Random(11)
+    for _ in range(60):
+        if case == "itch":
+            blocks = [add_order(rng.choice(STOCKS), rng.choice([1, 999, 1000, 20000]),
+                                rng.choice([1, 1500001, 3000001]), rng.choice([b"B", b"S"]))]
+            payload = mold_payload(SESSION, 3, blocks)
+        else:
+            payload = _message(app, rng, {q: [0, 1, 2, 7, 100, 101, 5001] for q in app["fields"]})
+        frame = udp_frame(payload, dst_port=app["udp_port"])
+        assert interp.process(frame, 0) == ref.process(frame, 0)
