@@ -76,11 +76,23 @@ def _itch_frame(blocks: list[tuple[bytes, int, int]]) -> bytes:
     return udp_frame(mold_payload(b"SESSION001", 100, messages), dst_port=1234)
 
 
+def _udp(payload: bytes, port: int) -> bytes:
+    from switch.packet import udp_frame
+
+    return udp_frame(payload, dst_port=port)
+
+
 # Packets within the documented limits: every selected message of a packet has one decision.
 PACKETS = {
     "itch": [_itch_frame([(b"GOOGL", 10, 500)]),
              _itch_frame([(b"GOOGL", 10, 500), (b"IBM", 1, 1), (b"GOOGL", 20, 600)]),
              _itch_frame([(b"MSFT", 5, 4000000)])],
+    # INT: shim and MD header, then the top hop (switch id, ports, hop latency, queue)
+    "int": [_udp(bytes(16) + struct.pack("!IHHII", 2, 0, 0, 200, 0), 1337),
+            _udp(bytes(16) + struct.pack("!IHHII", 9, 0, 0, 9000, 0), 1337)],
+    # Kafka: topic, partition, then the rest of the 88-byte header
+    "kafka": [_udp(struct.pack("!II", 2, 0) + bytes(80), 9094),
+              _udp(struct.pack("!II", 1, 0) + bytes(80), 9094)],
 }
 
 
@@ -130,9 +142,12 @@ def software_switch_outputs(c, packets: list[bytes]) -> dict[int, list[bytes]]:
 
 
 def test_bmv2_packets_are_selected_and_pruned_by_the_software_switch():
-    """The bmv2 test's ITCH packets exercise selection and pruning, not just the drop path."""
+    """The bmv2 test's packets are selected (ITCH ones pruned too), not just dropped or routed."""
     from switch.packet import read_mold, read_udp
 
+    for case in ("int", "kafka"):
+        c = compile_files(ROOT / SPECS[case], GOLDEN / case / "rules.txt")
+        assert software_switch_outputs(c, PACKETS[case]), case
     c = compile_files(ROOT / SPECS["itch"], GOLDEN / "itch" / "rules.txt")
     out = software_switch_outputs(c, PACKETS["itch"])
     assert sorted(out) == [1, 2]  # GOOGL -> port 1; MSFT above 300.0000 -> port 2
