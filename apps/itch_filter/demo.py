@@ -236,9 +236,10 @@ def summary(demo: Demo) -> str:
         f"{demo.compiled.stats['multicast_groups']} multicast groups; load average during the runs: "
         + ", ".join(f"{run.mode} {run.load:.1f}" for run in demo.runs),
         "",
-        "counts are totals over the rounds; 'packets' is datagrams the subscriber received",
+        "counts are totals over the rounds; 'packets': datagrams from the feed; 'answers': from the "
+        "retransmission server",
         f"{'subscriber':<20} {'mode':<6} {'expected':>8} {'received':>8} {'recovered':>9} {'packets':>7} "
-        f"{'unwanted':>8} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'max us':>8}  ok",
+        f"{'answers':>7} {'unwanted':>8} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'max us':>8}  ok",
     ]
     for s in demo.subscriptions:
         for mode, runs in modes.items():
@@ -249,7 +250,8 @@ def summary(demo: Demo) -> str:
             lines.append(
                 f"{s.name:<20} {mode:<6} {len(runs) * len(demo.expected[s.name]):>8} "
                 f"{sum(len(r.received) for r in rs):>8} {sum(len(r.recovered) for r in rs):>9} "
-                f"{sum(r.datagrams for r in rs):>7} {sum(r.unwanted for r in rs):>8} {cells}  "
+                f"{sum(r.datagrams for r in rs):>7} {sum(r.answers for r in rs):>7} "
+                f"{sum(r.unwanted for r in rs):>8} {cells}  "
                 f"{'yes' if ok else 'NO'}")
     lines.append("")
     for mode, values in pooled_latencies(demo).items():

@@ -45,8 +45,9 @@ class Result:
     recovered: list[int] = field(default_factory=list)  # received from retransmissions
     unwanted: int = 0  # non-empty messages its own rules reject
     duplicates: int = 0
-    datagrams: int = 0
-    bytes: int = 0
+    datagrams: int = 0  # from the feed (switch copies, or the whole feed), heartbeats included
+    answers: int = 0  # from the retransmission server
+    bytes: int = 0  # of both
     requests: int = 0
     complete: bool = False
     unexplained: list[tuple[int, int]] = field(default_factory=list)
@@ -96,7 +97,10 @@ class Receiver:
             now_ns = time.monotonic_ns()
             if data is not None:
                 from_server = addr == self.retransmit
-                r.datagrams += 1
+                if from_server:
+                    r.answers += 1
+                else:
+                    r.datagrams += 1
                 r.bytes += len(data)
                 try:
                     packet = mold.decode(data if from_server else read_udp(data).payload)

@@ -29,7 +29,8 @@ from apps.itch_filter import mold
 from switch.dataplane import DataPlane
 from switch.packet import read_mold, read_udp, udp_frame
 
-CHUNK = 128  # messages per answer packet: 128 * (50 + 2) bytes stays under the switch's 9216
+CHUNK = 128  # messages per pass through the tables: 128 * (50 + 2) bytes fits a 9216-byte frame
+MAX_PAYLOAD = 1400  # bytes of MoldUDP64 per answer packet, to fit an Ethernet MTU with headers
 POLL_SECONDS = 0.05
 
 
@@ -63,17 +64,28 @@ class Store:
 
 
 def answer(store: Store, request: bytes, view: tuple[DataPlane, int] | None,
-           udp_port: int = mold.UDP_PORT) -> list[bytes]:
+           udp_port: int = mold.UDP_PORT, max_bytes: int = MAX_PAYLOAD) -> list[bytes]:
     """The downstream packets answering one request (none if nothing requested is held)."""
     session, seq, count = mold.decode_request(request)
     first, held = store.get(session, seq, count)
-    out = []
+    blocks: list[bytes] = []
     for i in range(0, len(held), CHUNK):
         chunk = held[i: i + CHUNK]
-        start = first + i
-        if view is not None:
-            chunk = _as_seen_by(view, session, start, chunk, udp_port)
-        out.append(mold.encode(session, start, chunk))
+        blocks += chunk if view is None else _as_seen_by(view, session, first + i, chunk, udp_port)
+    return pack(session, first, blocks, max_bytes)
+
+
+def pack(session: bytes, first: int, blocks: list[bytes], max_bytes: int = MAX_PAYLOAD) -> list[bytes]:
+    """Consecutive blocks numbered from `first` as packets of at most `max_bytes` each (a
+    packet always takes at least one block)."""
+    out, start, size = [], 0, mold.HEADER_BYTES
+    for i, b in enumerate(blocks):
+        if i > start and (size + 2 + len(b) > max_bytes or i - start == mold.MAX_BLOCKS):
+            out.append(mold.encode(session, first + start, blocks[start:i]))
+            start, size = i, mold.HEADER_BYTES
+        size += 2 + len(b)
+    if start < len(blocks):
+        out.append(mold.encode(session, first + start, blocks[start:]))
     return out
 
 

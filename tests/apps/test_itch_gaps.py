@@ -75,15 +75,19 @@ def test_retransmission_answers_in_full_or_as_the_port_sees_the_feed():
     store.add(S, 251, msgs[250:])
     with pytest.raises(ValueError):
         store.add(S, 1000, msgs[:1])  # not the next number
-    # Unfiltered: the messages themselves, numbered as requested, in chunks of at most 128.
-    full = [mold.decode(p) for p in answer(store, mold.request(S, 150, 200), None)]
-    assert [(p.sequence, len(p.blocks)) for p in full] == [(150, 128), (278, 72)]
+    # Unfiltered: the messages themselves, numbered as requested, at most 1400 bytes a packet.
+    wire = answer(store, mold.request(S, 150, 200), None)
+    full = [mold.decode(p) for p in wire]
+    # (1400 - 20) // (36 + 2) = 36 messages a packet: 6 packets for 200.
+    assert all(len(p) <= 1400 for p in wire) and len(full) == 6
+    assert [p.sequence for p in full] == [150 + 36 * i for i in range(6)]
     assert [b for p in full for b in p.blocks] == msgs[149:349]
     # As port 1 sees it: every MSFT message is a zero-length block, trailing ones included.
     seen = [mold.decode(p) for p in answer(store, mold.request(S, 150, 200),
                                            (load(c.pipeline, c.entries), 1))]
     blocks = [b for p in seen for b in p.blocks]
     assert len(blocks) == 200 and seen[0].sequence == 150
+    assert [p.sequence for p in seen] == [150 + sum(len(q.blocks) for q in seen[:i]) for i in range(len(seen))]
     assert blocks == [m if m == add("GOOGL") else b"" for m in msgs[149:349]]
     # Only the last 300 are held: a request for evicted numbers gets what is left.
     old = [mold.decode(p) for p in answer(store, mold.request(S, 90, 20), None)]
@@ -117,7 +121,9 @@ def test_filtered_stream_without_loss_recovers_nothing():
 @pytest.mark.parametrize("mode", ["camus", "host"])
 def test_dropped_packets_are_all_recovered(mode):
     demo = small_demo()
-    dropped = set(range(3, len(demo.packets), 7))  # every 7th packet lost before the switch
+    # Every 7th packet lost before the switch, and the last one, which only the end of
+    # session reveals.
+    dropped = set(range(3, len(demo.packets), 7)) | {len(demo.packets) - 1}
     lost = lost_messages(demo, dropped)
     run = run_mode(demo, mode, drop=lambda i: i in dropped,
                    request_interval=0.05 if mode == "host" else None)
