@@ -134,8 +134,10 @@ def prepare(n_messages: int, seed: int = 1, rate: float = 20000.0, replay: str |
 
 
 def run_mode(demo: Demo, mode: str, drop: Callable[[int], bool] = lambda i: False,
-             request_interval: float | None = None, impl: str = "native") -> ModeRun:
-    """Publish the demo's packets in one mode and collect every subscriber's result."""
+             request_interval: float | None = None, impl: str = "native",
+             drop_copy: Callable[[int, int], bool] = lambda i, port: False) -> ModeRun:
+    """Publish the demo's packets in one mode and collect every subscriber's result (`drop`
+    and `drop_copy` make loss, see `Publisher`)."""
     compiled = demo.compiled
     views: dict = {}
     server = Server(Store(), views).start()
@@ -156,7 +158,7 @@ def run_mode(demo: Demo, mode: str, drop: Callable[[int], bool] = lambda i: Fals
             for port, addr in addresses.items():
                 # The server answers each subscriber as its switch port sees the feed.
                 views[addr] = (load(compiled.pipeline, compiled.entries, impl=impl), port)
-            publisher.via_switch(dataplane, addresses, demo.rate, drop)
+            publisher.via_switch(dataplane, addresses, demo.rate, drop, drop_copy)
         else:
             publisher.to_hosts(list(addresses.values()), demo.rate, drop)
         seconds = time.perf_counter() - started

@@ -16,8 +16,9 @@ once per `heartbeat_seconds` of sending, and end-of-session packets after the la
 packet; neither is subscription traffic, which the switch would forward by `ipv4_lpm` to a
 single port only, so they go to every subscriber directly, like a control-plane flood.
 
-`drop` names packet indexes lost on the publisher's link (before the switch): the tests use
-it to make deterministic loss that the retransmission server must repair.
+`drop` names packet indexes lost on the publisher's link (before the switch) and `drop_copy`
+copies lost after it, on one subscriber's link: the tests use them to make deterministic
+loss that the retransmission server must repair.
 """
 
 from __future__ import annotations
@@ -57,12 +58,14 @@ class Publisher:
         self.copies = 0
 
     def via_switch(self, dataplane: DataPlane, port_addresses: dict[int, tuple[str, int]],
-                   rate: float, drop: Callable[[int], bool] = lambda i: False) -> None:
-        """Publish through the switch; copies for ports without an address are discarded."""
+                   rate: float, drop: Callable[[int], bool] = lambda i: False,
+                   drop_copy: Callable[[int, int], bool] = lambda i, port: False) -> None:
+        """Publish through the switch; copies for ports without an address are discarded, and
+        so are those `drop_copy(packet index, port)` names (loss on one subscriber's link)."""
         def send(i: int, frame: bytes) -> None:
             for egress, copy in dataplane.process(frame, 0):
                 addr = port_addresses.get(egress)
-                if addr is not None:
+                if addr is not None and not drop_copy(i, egress):
                     self.sock.sendto(copy, addr)
                     self.copies += 1
         self._publish(send, list(port_addresses.values()), rate, drop)

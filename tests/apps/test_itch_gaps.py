@@ -140,3 +140,18 @@ def test_dropped_packets_are_all_recovered(mode):
         assert not set(r.live) & set(r.recovered)
         if mode == "camus":
             assert r.unwanted == 0
+
+
+def test_copies_lost_on_one_subscribers_link_come_back_to_that_subscriber_only():
+    demo = small_demo()
+    victim = demo.subscriptions[1]
+    run = run_mode(demo, "camus", drop_copy=lambda i, port: port == victim.port and i % 3 == 0)
+    lost = lost_messages(demo, set(range(0, len(demo.packets), 3))) & set(demo.expected[victim.name])
+    assert lost
+    for s in demo.subscriptions:
+        r = run.results[s.name]
+        assert r.complete and sorted(r.received) == demo.expected[s.name] and r.unwanted == 0
+        if s is victim:
+            assert lost <= set(r.recovered)
+        else:
+            assert r.recovered == []
