@@ -54,7 +54,7 @@ def ingress(pipeline: dict, apps: list[AppLayout]) -> str:
     action drop() {
         mark_to_drop(standard_metadata);
     }
-    action set_state(bit<32> state) {
+    action set_state(bit<STATE_WIDTH> state) {
         meta.state = state;
     }
     action fwd(bit<9> port) {
@@ -66,6 +66,7 @@ def ingress(pipeline: dict, apps: list[AppLayout]) -> str:
         meta.decided = 1;
     }
 """
+    actions = actions.replace("STATE_WIDTH", str(pipeline["state_width"]))
     body = [
         "if (!hdr.ipv4.isValid()) {",
         "    drop();  // not IPv4 (no route), or too short for an IPv4 header",

@@ -29,7 +29,7 @@ def emit_program(pipeline: dict, slots: int = DEFAULT_SLOTS) -> str:
     _check_names(apps)
     parts = [
         _preamble(pipeline, apps),
-        section("HEADERS"), _headers(apps),
+        section("HEADERS"), _headers(apps, pipeline["state_width"]),
         section("PARSER"), _parser(apps),
         section("CHECKSUM VERIFICATION"), _verify_checksum(),
         section("INGRESS PROCESSING"), ingress(pipeline, apps),
@@ -78,7 +78,7 @@ def _header_type(name: str, fields: list[tuple[str, str]]) -> str:
     return f"header {name} {{\n{body}}}\n"
 
 
-def _headers(apps: list[AppLayout]) -> str:
+def _headers(apps: list[AppLayout], state_width: int) -> str:
     out = [
         _header_type("ethernet_t", [("bit<48>", "dst_addr"), ("bit<48>", "src_addr"),
                                     ("bit<16>", "ether_type")]),
@@ -94,7 +94,7 @@ def _headers(apps: list[AppLayout]) -> str:
     instances = [("ethernet_t", "ethernet"), ("ipv4_t", "ipv4"), ("ipv4_options_t", "ipv4_options"),
                  ("udp_t", "udp")]
     meta = [
-        "    bit<32> state;       // the walk's state: 0 at the start of every message",
+        f"    bit<{state_width}> state;       // the walk's state: 0 at the start of every message",
         "    bit<1>  decided;     // a fwd/mcast action ran: later stages and the leaf are skipped",
         "    bit<1>  handled;     // subscription copies were made (or a pass follows): no ipv4_lpm",
         "    bit<1>  rewrite;     // egress: rewrite the UDP port, zero the UDP checksum, truncate",
