@@ -6,7 +6,7 @@
 //! switch/native_dataplane.py). Copies are written back to back into one output buffer so a
 //! batch costs no allocation per copy.
 
-use crate::tables::{Action, Table, DROP, FWD, MCAST, SET_STATE};
+use crate::tables::{Action, Table, CHUNK, DROP, FWD, MCAST, SET_STATE};
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 
@@ -396,6 +396,8 @@ impl Switch {
     /// stage. Lookups of different messages are independent, so their cache misses (large
     /// range tables do not fit in L2) overlap instead of queueing behind one another. The
     /// lookups made, and so the counters, are exactly those of walking each message alone.
+    /// Messages go to the tables in chunks (`Table::lookup_chunk`), which range tables
+    /// answer in phases for the same reason.
     fn classify_blocks(&mut self, app: usize, frame: &[u8]) {
         let mut states = std::mem::take(&mut self.states);
         let mut leaves = std::mem::take(&mut self.leaves);
@@ -411,24 +413,37 @@ impl Switch {
         }
         for si in 0..self.apps[app].stages.len() {
             let st = self.apps[app].stages[si];
-            for k in 0..states.len() {
-                let state = states[k];
-                if state == NOT_WALKING {
-                    continue;
+            for base in (0..states.len()).step_by(CHUNK) {
+                let n = CHUNK.min(states.len() - base);
+                let mut keys = [(None, 0u64); CHUNK];
+                for k in 0..n {
+                    if states[base + k] != NOT_WALKING {
+                        let (off, len) = self.blocks[base + k];
+                        keys[k] = (Some(states[base + k]), st.field.get(&frame[off..off + len]));
+                    }
                 }
-                let (off, n) = self.blocks[k];
-                let v = st.field.get(&frame[off..off + n]);
-                let hit = match self.lookup(st.table, state, v) {
-                    Some(h) => Some(h),
-                    None => self.lookup(st.default_table, state, 0),
-                };
-                match hit {
-                    None => {} // a miss in both keeps the state
-                    Some(h) if h.code() == SET_STATE => states[k] = h.param(),
-                    Some(h) => {
-                        // fwd/mcast decide: later stages and the leaf are skipped.
-                        leaves[k] = Leaf::of(h);
-                        states[k] = NOT_WALKING;
+                let mut hits = [None; CHUNK];
+                self.tables[st.table].lookup_chunk(&keys[..n], &mut hits[..n]);
+                for k in 0..n {
+                    let Some(state) = keys[k].0 else { continue };
+                    let hit = match hits[k] {
+                        Some(h) => {
+                            self.hits[st.table] += 1;
+                            Some(h)
+                        }
+                        None => {
+                            self.misses[st.table] += 1;
+                            self.lookup(st.default_table, state, 0)
+                        }
+                    };
+                    match hit {
+                        None => {} // a miss in both keeps the state
+                        Some(h) if h.code() == SET_STATE => states[base + k] = h.param(),
+                        Some(h) => {
+                            // fwd/mcast decide: later stages and the leaf are skipped.
+                            leaves[base + k] = Leaf::of(h);
+                            states[base + k] = NOT_WALKING;
+                        }
                     }
                 }
             }

@@ -59,6 +59,8 @@ pub struct RangeSet {
 }
 
 const BLOCK: usize = 16;
+/// Keys per `lookup_chunk` call.
+pub const CHUNK: usize = 32;
 const LINEAR_FENCE: usize = 64; // beyond this many blocks, bisect the fence instead
 
 impl RangeSet {
@@ -95,19 +97,32 @@ impl RangeSet {
 
     #[inline(always)]
     fn lookup(&self, v: u64) -> Option<Action> {
+        self.result(self.find(v), v)
+    }
+
+    /// One past the index of the last interval starting at or below v (0: none).
+    #[inline(always)]
+    fn find(&self, v: u64) -> usize {
         let blocks = if self.fence.len() <= LINEAR_FENCE {
             Self::count_le(&self.fence, v)
         } else {
             self.fence.partition_point(|&x| x <= v)
         };
         if blocks == 0 {
-            return None; // below the first interval
+            return 0; // below the first interval
         }
         let start = (blocks - 1) * BLOCK;
         let end = (start + BLOCK).min(self.los.len());
-        let i = start + Self::count_le(&self.los[start..end], v);
-        // i >= start + 1: the block's first low end is its fence value, which is <= v.
-        let (hi, act) = self.tails[i - 1];
+        // >= start + 1: the block's first low end is its fence value, which is <= v.
+        start + Self::count_le(&self.los[start..end], v)
+    }
+
+    #[inline(always)]
+    fn result(&self, found: usize, v: u64) -> Option<Action> {
+        if found == 0 {
+            return None;
+        }
+        let (hi, act) = self.tails[found - 1];
         if v <= hi {
             Some(act)
         } else {
@@ -228,6 +243,37 @@ impl Table {
                     if list.is_empty() {
                         m.remove(&state);
                     }
+                }
+            }
+        }
+    }
+
+    /// Look up up to CHUNK keys at once; `None` states are skipped (their result is None).
+    ///
+    /// Range tables go in phases (find every key's interval set, then its block, then its
+    /// interval), so the cache misses of different keys are in flight together rather than
+    /// one key's chain of dependent misses after another's.
+    #[inline(always)]
+    pub fn lookup_chunk(&self, keys: &[(Option<u64>, u64)], out: &mut [Option<Action>]) {
+        match self {
+            Table::Range(m) => {
+                let mut sets: [Option<&RangeSet>; CHUNK] = [None; CHUNK];
+                for (k, &(state, _)) in keys.iter().enumerate() {
+                    sets[k] = state.and_then(|s| m.get(&s));
+                }
+                let mut found = [0usize; CHUNK];
+                for (k, &(_, v)) in keys.iter().enumerate() {
+                    if let Some(set) = sets[k] {
+                        found[k] = set.find(v);
+                    }
+                }
+                for (k, &(_, v)) in keys.iter().enumerate() {
+                    out[k] = sets[k].and_then(|set| set.result(found[k], v));
+                }
+            }
+            _ => {
+                for (k, &(state, v)) in keys.iter().enumerate() {
+                    out[k] = state.and_then(|s| self.lookup(s, v));
                 }
             }
         }
