@@ -33,7 +33,7 @@ from pathlib import Path
 
 from apps.itch_filter import binaryfile, feed, mold
 from apps.itch_filter.publisher import Publisher
-from apps.itch_filter.receiver import Receiver, Result
+from apps.itch_filter.receiver import Result
 from apps.itch_filter.retransmit import Server, Store
 from apps.itch_filter.subscription import (DEMO_SUBSCRIPTIONS, Fields, Subscription, expected_ports,
                                            itch_spec, rules_text)

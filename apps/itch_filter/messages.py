@@ -14,7 +14,6 @@ Pure functions over bytes: no I/O here.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
 from typing import Any
 
 PREFIX = struct.Struct("!cHH6s")  # type, stock locate, tracking number, timestamp (u48)
@@ -141,10 +140,3 @@ def decode(message: bytes) -> dict[str, Any]:
     out.update(zip(names, _BODIES[t].unpack_from(message, PREFIX_BYTES)))
     return out
 
-
-def describe(fields: Mapping[str, Any]) -> str:
-    """One line for logs: the type's name and its stock, if it has one."""
-    t = fields["message_type"]
-    stock = fields.get("stock")
-    name = LAYOUTS[t][0]
-    return f"{name} {stock.decode().rstrip()}" if stock else name
