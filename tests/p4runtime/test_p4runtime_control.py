@@ -16,9 +16,10 @@ from compiler.p4runtime_entries import P4InfoIndex, entry_dict, entry_key, group
 from compiler.p4runtime_protos import code_pb2, p4runtime_pb2
 from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
-from p4runtime_helpers import RULES, compiled, expected_split, frame, messages, received_split, write_dir
+from p4runtime_helpers import RULES, add_order, compiled, expected_split, frame, messages, received_split, write_dir
 from switch.device import Device
 from switch.p4runtime_server import serve
+from switch.packet import read_udp
 
 Update = p4runtime_pb2.Update
 
@@ -236,3 +237,25 @@ def test_wrong_device_and_missing_pipeline(switch):
             client.get_pipeline()
         assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert client.capabilities()
+
+
+def test_ipv4_routes_and_egress_rewrites_travel_by_name(switch, tmp_path):
+    device, target = switch
+    c = compiled()
+    entries = dict(c.entries)
+    entries["table_entries"] = c.entries["table_entries"] + [
+        {"table": "ipv4_lpm", "match": {"hdr.ipv4.dst_addr": {"lpm": [0xE8000000, 8]}},
+         "action": "fwd", "params": {"port": 7}},
+        {"table": "egress_udp_rewrite", "match": {"egress_port": {"exact": 1}, "egress_rid": {"exact": 0}},
+         "action": "set_udp_port", "params": {"port": 4321}},
+    ]
+    d = write_dir(c, tmp_path / "cfg")
+    with connect(target) as client:
+        report = push(client, TargetConfig.software_switch(d), entries)
+        assert report.inserted == len(entries["table_entries"])
+        assert push(client, TargetConfig.software_switch(d), entries).updates == 0  # read back equal
+
+    unselected = frame([add_order("IBM", 1_000_000, 10)])
+    assert device.process(unselected, 0) == [(7, unselected)]
+    copies = device.process(frame([add_order("GOOGL", 1_000_000, 10)]), 0)
+    assert [(p, read_udp(f).dst_port) for p, f in copies] == [(1, 4321)]
