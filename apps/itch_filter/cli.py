@@ -20,6 +20,9 @@ def register_demo(demos: argparse._SubParsersAction) -> None:
     p.add_argument("--replay", metavar="FILE",
                    help="replay a NASDAQ ITCH 5.0 binary file (2-byte length before each message, "
                         "gzip or plain) instead of the synthetic day")
+    p.add_argument("--save-feed", metavar="FILE",
+                   help="also write the feed's messages as a NASDAQ binary ITCH file (.gz to compress), "
+                        "for --replay or other tools")
     p.add_argument("--rounds", type=int, default=2,
                    help="runs per mode, alternating camus and host (default 2)")
     p.add_argument("--no-kafka", dest="kafka", action="store_false",
@@ -31,10 +34,13 @@ def register_demo(demos: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from apps.itch_filter import binaryfile
     from apps.itch_filter.demo import run_demo, summary
 
     demo = run_demo(args.messages, args.out, seed=args.seed, rate=args.rate, replay=args.replay,
                     impl=args.impl, rounds=args.rounds, kafka=args.kafka)
     sys.stdout.write(summary(demo))
+    if args.save_feed:
+        print(f"wrote {binaryfile.write(args.save_feed, demo.messages)} messages to {args.save_feed}")
     print(f"wrote {args.out}/itch-latency.png and {args.out}/summary.txt")
     return 0 if demo.ok() else 1

@@ -10,7 +10,10 @@ from camus.cli import main
 
 def test_camus_demo_itch_runs_end_to_end(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "itch", "--messages", "3000", "--rounds", "1", "--out", str(out)]) == 0
+    feed_file = tmp_path / "feed.bin.gz"
+    assert main(["demo", "itch", "--messages", "3000", "--rounds", "1", "--out", str(out),
+                 "--save-feed", str(feed_file)]) == 0
+    assert list(binaryfile.read(feed_file)) == feed.synthetic_day(3000, seed=1)
     printed = capsys.readouterr().out
     assert ("every subscriber received exactly its expected messages in both modes and in its "
             "Kafka view") in printed
