@@ -34,9 +34,15 @@ def register_demo(demos: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import importlib.util
+
     from apps.itch_filter import binaryfile
     from apps.itch_filter.demo import run_demo, summary
 
+    if args.kafka and importlib.util.find_spec("kafka") is None:
+        print("camus demo itch: the Kafka half needs kafka-python (pip install -e '.[test]'); "
+              "or run with --no-kafka", file=sys.stderr)
+        return 2
     demo = run_demo(args.messages, args.out, seed=args.seed, rate=args.rate, replay=args.replay,
                     impl=args.impl, rounds=args.rounds, kafka=args.kafka)
     sys.stdout.write(summary(demo))

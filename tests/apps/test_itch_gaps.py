@@ -8,6 +8,7 @@ processes on 127.0.0.1 with packets dropped deterministically on the publisher's
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from apps.itch_filter import messages as itch, mold
 from apps.itch_filter.demo import prepare, run_mode
@@ -155,3 +156,15 @@ def test_copies_lost_on_one_subscribers_link_come_back_to_that_subscriber_only()
             assert lost <= set(r.recovered)
         else:
             assert r.recovered == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 8)), max_size=30))
+def test_interval_set_agrees_with_a_set_of_numbers(spans):
+    s, model = IntervalSet(), set()
+    for lo, n in spans:
+        s.add(lo, lo + n)
+        model |= set(range(lo, lo + n))
+    assert [x for x in range(-1, 72) if x in s] == sorted(model)
+    assert [x for lo, hi in s.gaps(0, 70) for x in range(lo, hi)] == \
+        [x for x in range(0, 70) if x not in model]
