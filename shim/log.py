@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shim.protocol.errors import RecordBatchError
-from shim.protocol.records import read_batch_header
+from shim.protocol.records import decode_batch, read_batch_header
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 
@@ -83,12 +83,13 @@ class PartitionLog:
         return b"".join(out)
 
     def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch holding a record at or after `timestamp`."""
+        """(offset, timestamp) of the first record stamped at or after `timestamp`."""
         for s in self.segments:
             for b in s.batches:
-                h = read_batch_header(b, verify_crc=False)
-                if h.max_timestamp >= timestamp:
-                    return h.base_offset, h.max_timestamp
+                if read_batch_header(b, verify_crc=False).max_timestamp >= timestamp:
+                    for r in decode_batch(b, verify_crc=False).records:
+                        if r.timestamp >= timestamp:
+                            return r.offset, r.timestamp
         return None
 
     def max_timestamp(self) -> tuple[int, int]:

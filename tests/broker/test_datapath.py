@@ -102,3 +102,12 @@ def test_idempotent_sequences():
     assert p.check(pid, epoch, "t", 0, 20, 1)[0] == Verdict.APPEND
     assert p.check(pid, epoch - 1, "t", 0, 20, 1)[0] == Verdict.FENCED
     assert p.init(pid, epoch) == (pid, epoch + 1)
+
+
+def test_offset_for_time_finds_the_first_record_at_or_after():
+    lg = PartitionLog()
+    lg.append(encode_batch([Record(0, 100, None, b"a"), Record(1, 200, None, b"b"),
+                            Record(2, 300, None, b"c")]), 2, 300)
+    assert lg.offset_for_time(150) == (1, 200)
+    assert lg.offset_for_time(301) is None
+    assert lg.max_timestamp() == (2, 300)
