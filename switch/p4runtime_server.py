@@ -16,8 +16,8 @@ What follows the P4Runtime spec (v1.x):
 * Write applies updates in order (CONTINUE_ON_ERROR; other atomicities are UNIMPLEMENTED).
   If any update fails the RPC fails with UNKNOWN and its status details hold one `p4.v1.Error`
   per update, in order: OK, ALREADY_EXISTS (insert of an existing entry or group),
-  NOT_FOUND (modify or delete of a missing one), INVALID_ARGUMENT (bad id, key or value,
-  overlapping range), OUT_OF_RANGE (a value wider than its field), UNIMPLEMENTED (other
+  NOT_FOUND (modify or delete of a missing one), INVALID_ARGUMENT (an id the P4Info does not
+  have, a bad key or value, a missing or needless priority, an overlapping range), OUT_OF_RANGE (a value wider than its field), UNIMPLEMENTED (other
   entities, default entries).
 * Read streams the table entries (table id 0: every table; a match given: that entry),
   multicast groups (id 0: all) and counters.
@@ -244,7 +244,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             entry = _decode_entry(index, te, needs_action=op != "delete")
             try:
                 getattr(dp, op)(entry)
-            except EntryError as exc:
+            except ValueError as exc:  # EntryError, or a value the implementation refuses
                 raise P4RuntimeError(_entry_error_code(str(exc)), str(exc)) from None
         elif kind == "packet_replication_engine_entry":
             pre = update.entity.packet_replication_engine_entry
@@ -290,7 +290,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if kind == "table_entry":
             q = wanted.table_entry
             if q.table_id and q.table_id not in index.tables:
-                raise P4RuntimeError(code_pb2.NOT_FOUND, f"no table with id {q.table_id:#x}")
+                raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"no table with id {q.table_id:#x}")
             key = None
             if q.table_id and len(q.match):
                 key = _identity(_decode_entry(index, q, needs_action=False), q.priority)
@@ -325,7 +325,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             values[f"camus.table.{t}"] = {0: c["hits"], 1: c["misses"]}
         by_id = {c.preamble.id: c for c in index.counters.values()}
         if q.counter_id and q.counter_id not in by_id:
-            raise P4RuntimeError(code_pb2.NOT_FOUND, f"no counter with id {q.counter_id:#x}")
+            raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"no counter with id {q.counter_id:#x}")
         out = []
         for cid, info in sorted(by_id.items()):
             if q.counter_id not in (0, cid):
@@ -392,8 +392,7 @@ def _decode_entry(index: P4InfoIndex, te, needs_action: bool) -> dict:
     try:
         table = index.tables.get(te.table_id)
         if table is None:
-            raise P4RuntimeError(code_pb2.NOT_FOUND if te.table_id else code_pb2.INVALID_ARGUMENT,
-                                 f"no table with id {te.table_id:#x}")
+            raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"no table with id {te.table_id:#x}")
         entry = entry_dict(index, te)
     except BadValue as exc:
         code = code_pb2.OUT_OF_RANGE if "does not fit" in str(exc) else code_pb2.INVALID_ARGUMENT

@@ -181,7 +181,15 @@ def test_write_errors_come_back_per_update(switch, tmp_path):
         bad_action.action.action.action_id = 0x01ABCDEF
         updates = [Update(type=Update.INSERT, entity=p4runtime_pb2.Entity(table_entry=t))
                    for t in (bad_table, too_wide, bad_action)]
-        assert write_error(client, updates) == [(0, "NOT_FOUND"), (1, "OUT_OF_RANGE"), (2, "INVALID_ARGUMENT")]
+        assert write_error(client, updates) == [(0, "INVALID_ARGUMENT"), (1, "OUT_OF_RANGE"), (2, "INVALID_ARGUMENT")]
+
+        ranged = next(e for e in c.entries["table_entries"] if "priority" in e)
+        no_priority = table_entry(index, {**ranged, "priority": 0})
+        needless = table_entry(index, {**base, "match": {"state": {"exact": 78}}, "priority": 5})
+        overlap = table_entry(index, {**ranged, "priority": ranged["priority"] + 1000})
+        assert write_error(client, [Update(type=Update.INSERT, entity=p4runtime_pb2.Entity(table_entry=t))
+                                    for t in (no_priority, needless, overlap)]) == \
+            [(0, "INVALID_ARGUMENT"), (1, "INVALID_ARGUMENT"), (2, "INVALID_ARGUMENT")]
 
         group = p4runtime_pb2.PacketReplicationEngineEntry()
         group.multicast_group_entry.multicast_group_id = c.entries["multicast_groups"][0]["id"]
