@@ -1,6 +1,7 @@
 """`camus demo itch`: publisher -> software switch -> subscribers, against host filtering.
 
-One run, two modes over the same packets at the same rate:
+Two modes over the same packets at the same rate, alternating for a few rounds so that
+other work on the machine weighs on both alike:
 
 * camus: the subscriptions are compiled (`compiler.compile`) into the native software switch
   (`switch.dataplane`), which runs inline in the publisher's process; each egress port is
@@ -12,11 +13,13 @@ Each subscriber is its own process (a trading process would be), so subscribers 
 parallel and the ones reading the whole feed pay for it in CPU as they would on a host. A
 message's latency is its arrival at its subscriber, after the subscriber's own rule check,
 minus the time its packet left the publisher (before the switch), both on CLOCK_MONOTONIC.
+Then the Kafka half: the same feed through `camus serve` into one view per subscriber
+(`apps.itch_filter.kafka_view`).
 
 Expected deliveries come from `compiler.semantics.evaluate` over all the rules; every
-subscriber must have received exactly its expected messages in both modes, with missing
-ones recovered through the retransmission server (which makes gaps in the filtered stream
-explainable, see `apps.itch_filter.retransmit`).
+subscriber must have received exactly its expected messages in every run and view, with
+missing ones recovered through the retransmission server (which makes gaps in the filtered
+stream explainable, see `apps.itch_filter.retransmit`).
 """
 
 from __future__ import annotations
