@@ -31,6 +31,12 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.packets < 1:
         raise SystemExit("--packets must be at least 1")
+    if args.kafka:
+        try:
+            import kafka  # noqa: F401  (the Kafka half's clients; a test extra, not a core dependency)
+        except ImportError:
+            raise SystemExit("camus demo int: the Kafka half needs kafka-python "
+                             "(pip install -e '.[test]'), or run with --no-kafka") from None
     out = Path(args.out)
     result = demo.run(args.packets, out, seed=args.seed, impl=args.impl, kafka=args.kafka)
     text = plot.summary(result)

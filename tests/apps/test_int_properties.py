@@ -1,6 +1,7 @@
 """Properties of the INT path: any stack round-trips through the encoder and the scapy layers
 declared from the spec; and for random anomaly rules over the top record, the software switch
-forwards each INT packet to exactly the ports compiler.semantics.evaluate gives."""
+(native and Python reference) forwards each INT packet to exactly the ports
+compiler.semantics.evaluate gives."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from apps.int_events.int_md import INT_UDP_PORT, Hop, IntStack, decode, top_hop_values
 from compiler.compile import compile_text
 from compiler.semantics import evaluate
-from switch.dataplane import load
+from switch.dataplane import IMPLEMENTATIONS, load
 from switch.packet import read_udp, udp_frame
 from tests.apps.int_layers import IntShimMd
 
@@ -57,10 +58,10 @@ def test_any_stack_round_trips_through_scapy_and_the_decoder(stack_hops, budget,
 
 
 @settings(max_examples=60, deadline=None)
-@given(rules_text=rule_sets, tops=st.lists(hops, min_size=1, max_size=8))
-def test_switch_forwards_int_packets_as_the_semantics_say(rules_text, tops):
+@given(rules_text=rule_sets, tops=st.lists(hops, min_size=1, max_size=8), impl=st.sampled_from(IMPLEMENTATIONS))
+def test_switch_forwards_int_packets_as_the_semantics_say(rules_text, tops, impl):
     compiled = compile_text(INT_SPEC, rules_text, name="int")
-    dp = load(compiled.pipeline, compiled.entries)
+    dp = load(compiled.pipeline, compiled.entries, impl=impl)
     for top in tops:
         stack = IntStack(original_port=5201, remaining_hop_count=8).push(Hop(1001, 0, 1, 1, 0, 0)).push(top)
         frame = udp_frame(stack.encode() + b"\0" * 16, dst_port=INT_UDP_PORT)
