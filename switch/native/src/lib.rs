@@ -117,6 +117,9 @@ impl Switch {
                 }
             }
         });
+        if out.len() > u32::MAX as usize {
+            return Err(PyValueError::new_err("batch output exceeds 4 GiB: pass fewer frames per call"));
+        }
         Ok((PyBytes::new(py, out), PyBytes::new(py, records)))
     }
 
