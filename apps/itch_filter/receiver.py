@@ -13,9 +13,10 @@ camus switch (which must never deliver one).
 
 Gaps: the `sequence.Tracker` knows which numbers are unexplained. The receiver asks the
 retransmission server about them every `request_interval` seconds while the feed runs (None:
-only after the end of session), and after the end of session until none is left, at most
-`max_rounds` times. Requests are coalesced into spans of at most `SPAN` numbers, because a
-filtered stream has a gap between almost every two copies.
+only after the end of session), and after the end of session whenever no answer has come
+for `RETRY_SECONDS`, until none is left, at most `max_rounds` times. Requests are coalesced
+into spans of at most `SPAN` numbers, because a filtered stream has a gap between almost
+every two copies.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class Receiver:
                 from_server = addr == self.retransmit
                 if from_server:
                     r.answers += 1
+                    last_request = now_ns / 1e9  # answers still coming: no need to ask again yet
                 else:
                     r.datagrams += 1
                 r.bytes += len(data)
@@ -143,7 +145,6 @@ class Receiver:
 
     def close(self) -> None:
         self.sock.close()
-
 
 
 def main(argv: list[str] | None = None) -> int:
