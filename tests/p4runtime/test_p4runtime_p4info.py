@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 from google.protobuf import text_format
 
+from compiler.p4info import DROP_REASONS as DECLARED_DROP_REASONS
 from compiler.p4info import build_p4info, p4info_text
 from compiler.p4runtime_entries import BadValue, P4InfoIndex, decode, encode, entry_dict, table_entry
 from compiler.p4runtime_protos import p4info_pb2
 from p4runtime_helpers import compiled
+from switch.dataplane import DROP_REASONS
 
 MF = p4info_pb2.MatchField
 
@@ -83,3 +85,46 @@ def test_every_compiled_entry_round_trips_and_dont_cares_are_omitted():
     te = table_entry(index, full)
     assert [m.field_id for m in te.match] == [1]  # the full range is a don't-care: omitted
     assert entry_dict(index, te)["match"] == full["match"]
+
+
+FLAT = {  # single framing: key (32 bits, lpm), flags (16 bits, ternary)
+    "camus_ir": 1, "state_width": 32, "ipv4_table": "ipv4_lpm", "egress_table": "egress_udp_rewrite",
+    "applications": [{
+        "name": "flat", "udp_port": 5555, "framing": "single",
+        "message": {"headers": [{"name": "m", "bit_offset": 0, "bits": 64, "fields": [
+            {"name": "key", "bit_offset": 0, "width": 32}, {"name": "flags", "bit_offset": 32, "width": 16}]}],
+            "bytes": 8},
+        "fields": {"m.key": {"bit_offset": 0, "width": 32}, "m.flags": {"bit_offset": 32, "width": 16}},
+        "stages": [{"table": "flat_key", "default_table": "flat_key_default", "field": "m.key", "match_kind": "lpm"},
+                   {"table": "flat_flags", "default_table": "flat_flags_default", "field": "m.flags",
+                    "match_kind": "ternary"}],
+        "leaf_table": "flat_leaf",
+    }],
+}
+
+
+def test_lpm_and_ternary_keys_round_trip():
+    info = build_p4info(FLAT)
+    kinds = {t.preamble.alias: [f.match_type for f in t.match_fields] for t in info.tables}
+    assert kinds["flat_key"] == [MF.EXACT, MF.LPM] and kinds["flat_flags"] == [MF.EXACT, MF.TERNARY]
+    index = P4InfoIndex(info)
+    lpm = {"table": "flat_key", "action": "set_state", "params": {"state": 3},
+           "match": {"state": {"exact": 0}, "m.key": {"lpm": [0x0A000000, 8]}}}
+    ternary = {"table": "flat_flags", "priority": 2, "action": "fwd", "params": {"port": 4},
+               "match": {"state": {"exact": 3}, "m.flags": {"ternary": [0x0100, 0x0F00]}}}
+    for e in (lpm, ternary):
+        te = table_entry(index, e)
+        assert entry_dict(index, te) == e
+    te = table_entry(index, lpm)
+    assert (te.match[1].lpm.value, te.match[1].lpm.prefix_len) == (b"\x0a\x00\x00\x00", 8)
+    te = table_entry(index, ternary)
+    assert (te.match[1].ternary.value, te.match[1].ternary.mask) == (b"\x01\x00", b"\x0f\x00")
+
+
+def test_counter_extension_names_the_switch_drop_reasons():
+    assert DECLARED_DROP_REASONS == DROP_REASONS  # camus.drops is indexed in this order
+    info = build_p4info(FLAT, counters=True)
+    names = {c.preamble.name: c.size for c in info.counters}
+    assert names["camus.port_rx"] == 512 and names["camus.drops"] == len(DROP_REASONS)
+    assert names["camus.table.flat_key"] == 2
+    assert all(c.preamble.id >> 24 == p4info_pb2.P4Ids.COUNTER for c in info.counters)
