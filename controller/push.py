@@ -4,10 +4,10 @@
 1. It asks the target for its config cookie; if the target runs another config (or none), it
    sets ours (VERIFY_AND_COMMIT), which leaves the target empty.
 2. It reads what the target holds (table entries of every table, multicast groups), decoded by
-   name through the P4Info the target reports, and diffs that against `entries`.
-3. It writes the difference, in an order that never leaves a dangling reference or an
-   overlapping range: delete stale entries, insert/modify groups, insert new entries, modify
-   changed ones, delete stale groups.
+   name through the P4Info the target reports, and diffs that against `entries` with
+   `controller.diff` (the same difference the broker applies to its embedded switch).
+3. It writes the difference in diff's order (never a dangling group reference, never a
+   transient range overlap), groups as INSERT or MODIFY depending on what the target has.
 
 The cookie is a hash of the P4Info and device config, so an unchanged pipeline is never
 re-pushed (that would wipe every entry). Desired entries are round-tripped through the
@@ -28,6 +28,7 @@ from google.protobuf import text_format
 from compiler.p4info import build_p4info, config_cookie
 from compiler.p4runtime_entries import P4InfoIndex, entry_dict, entry_key, group_dict, multicast_entry, table_entry
 from compiler.p4runtime_protos import code_pb2, p4info_pb2, p4runtime_pb2
+from controller.diff import diff
 from controller.p4runtime_client import P4RuntimeClient, WriteError
 
 Update = p4runtime_pb2.Update
@@ -130,27 +131,24 @@ def push(client: P4RuntimeClient, config: TargetConfig, entries: dict, batch: in
     have, have_groups = ({}, {}) if report.pipeline_set else read_state(client, index)
     unknown_groups = have_groups is None
     have_groups = have_groups or {}
-
-    stale = [k for k in have if k not in want]
-    new = [k for k in want if k not in have]
-    changed = [k for k in want if k in have and (want[k].get("action"), want[k].get("params"))
-               != (have[k].get("action"), have[k].get("params"))]
-    group_new = [g for g in want_groups if g not in have_groups]
-    group_changed = [g for g in want_groups if g in have_groups and want_groups[g] != have_groups[g]]
-    group_stale = [g for g in have_groups if g not in want_groups]
+    changes = diff({"table_entries": list(have.values()), "multicast_groups": list(have_groups.values())},
+                   {"table_entries": list(want.values()), "multicast_groups": list(want_groups.values())})
 
     def te(d: dict) -> p4runtime_pb2.TableEntry:
         return table_entry(index, d)
 
-    updates = [_update(Update.DELETE, table_entry=te(have[k])) for k in stale]
-    updates += [_update(Update.INSERT, packet_replication_engine_entry=multicast_entry(want_groups[g]))
-                for g in group_new]
-    updates += [_update(Update.MODIFY, packet_replication_engine_entry=multicast_entry(want_groups[g]))
-                for g in group_changed]
-    updates += [_update(Update.INSERT, table_entry=te(want[k])) for k in new]
-    updates += [_update(Update.MODIFY, table_entry=te(want[k])) for k in changed]
-    updates += [_update(Update.DELETE, packet_replication_engine_entry=multicast_entry(have_groups[g]))
-                for g in group_stale]
+    def pre(gid: int) -> p4runtime_pb2.PacketReplicationEngineEntry:
+        return multicast_entry(want_groups[gid] if gid in want_groups else have_groups[gid])
+
+    group_new = [g for g in sorted(changes.set_groups) if g not in have_groups]
+    group_changed = [g for g in sorted(changes.set_groups) if g in have_groups]
+    # The order of controller.diff's steps: no dangling group reference, no transient overlap.
+    updates = [_update(Update.DELETE, table_entry=te(e)) for e in changes.delete]
+    updates += [_update(Update.INSERT, packet_replication_engine_entry=pre(g)) for g in group_new]
+    updates += [_update(Update.MODIFY, packet_replication_engine_entry=pre(g)) for g in group_changed]
+    updates += [_update(Update.INSERT, table_entry=te(e)) for e in changes.insert]
+    updates += [_update(Update.MODIFY, table_entry=te(e)) for e in changes.modify]
+    updates += [_update(Update.DELETE, packet_replication_engine_entry=pre(g)) for g in changes.delete_groups]
     try:
         client.write(updates, batch)
     except WriteError as exc:
@@ -159,8 +157,8 @@ def push(client: P4RuntimeClient, config: TargetConfig, entries: dict, batch: in
             errors = _retry_existing_groups(client, errors, batch)
         if errors:
             raise WriteError(errors) from None
-    report.deleted, report.inserted, report.modified = len(stale), len(new), len(changed)
-    report.groups.update(inserted=len(group_new), modified=len(group_changed), deleted=len(group_stale))
+    report.deleted, report.inserted, report.modified = len(changes.delete), len(changes.insert), len(changes.modify)
+    report.groups.update(inserted=len(group_new), modified=len(group_changed), deleted=len(changes.delete_groups))
     return report
 
 

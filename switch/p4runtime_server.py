@@ -19,6 +19,10 @@ What follows the P4Runtime spec (v1.x):
   NOT_FOUND (modify or delete of a missing one), INVALID_ARGUMENT (an id the P4Info does not
   have, a bad key or value, a missing or needless priority, an overlapping range), OUT_OF_RANGE (a value wider than its field), UNIMPLEMENTED (other
   entities, default entries).
+* SetForwardingPipelineConfig supports VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT and COMMIT
+  (a committed config starts with no entries and no groups, as on bmv2);
+  RECONCILE_AND_COMMIT is UNIMPLEMENTED: controllers diff entries themselves
+  (`controller.push`).
 * Read streams the table entries (table id 0: every table; a match given: that entry),
   multicast groups (id 0: all) and counters.
 * Counters are a documented extension: the software switch's P4Info (`build_p4info(...,
