@@ -12,10 +12,10 @@ def register_demo(demos: argparse._SubParsersAction) -> None:
         description="Publish an ITCH 5.0 feed over MoldUDP64 to subscriber processes, once "
                     "filtered by camus's software switch and once unfiltered (host filtering); "
                     "check every subscriber got exactly its messages and plot latency.")
-    p.add_argument("--messages", type=int, default=20000, help="messages in the feed (default 20000)")
+    p.add_argument("--messages", type=int, default=50000, help="messages in the feed (default 50000)")
     p.add_argument("--out", default="itch-demo", help="directory for itch-latency.png and summary.txt")
-    p.add_argument("--rate", type=float, default=20000.0,
-                   help="messages per second the publisher sends (default 20000; 0 = as fast as it can)")
+    p.add_argument("--rate", type=float, default=50000.0,
+                   help="messages per second the publisher sends (default 50000; 0 = as fast as it can)")
     p.add_argument("--seed", type=int, default=1, help="seed of the synthetic day (default 1)")
     p.add_argument("--replay", metavar="FILE",
                    help="replay a NASDAQ ITCH 5.0 binary file (2-byte length before each message, "

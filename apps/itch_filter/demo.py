@@ -115,7 +115,7 @@ def _read_line(proc: subprocess.Popen, timeout: float, what: str) -> str:
     return line
 
 
-def prepare(n_messages: int, seed: int = 1, rate: float = 20000.0, replay: str | Path | None = None,
+def prepare(n_messages: int, seed: int = 1, rate: float = 50000.0, replay: str | Path | None = None,
             subscriptions: Sequence[Subscription] = DEMO_SUBSCRIPTIONS) -> Demo:
     if replay is not None:
         messages, source = list(binaryfile.read(replay, limit=n_messages)), f"replay of {replay}"
@@ -281,7 +281,7 @@ def summary(demo: Demo) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_demo(n_messages: int, out: str | Path, seed: int = 1, rate: float = 20000.0,
+def run_demo(n_messages: int, out: str | Path, seed: int = 1, rate: float = 50000.0,
              replay: str | Path | None = None, impl: str = "native", rounds: int = 2,
              kafka: bool = True) -> Demo:
     """Both modes over the same packets, alternating for `rounds` rounds so that changing load
