@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import logging
+import signal
 from pathlib import Path
 
 
@@ -32,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from shim.server import serve
     from shim.topics import TopicError
 
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: a hung broker explains itself.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     host, _, port = args.listen.rpartition(":")

@@ -19,6 +19,9 @@ Theory of operation (Kafka's classic protocol, one coordinator: this broker).
 - Heartbeat answers REBALANCE_IN_PROGRESS while a rebalance is pending, which is how
   members learn to rejoin. A member silent for its session timeout is removed
   (`expire`, called periodically), which starts a rebalance.
+- Static members (group.instance.id, JoinGroup v5+) skip MEMBER_ID_REQUIRED; a static
+  member joining again replaces its previous incarnation at once (whose parked requests
+  get FENCED_INSTANCE_ID) instead of waiting for its session to expire.
 - Each change of assignments calls `on_assignments(group)` so the broker can turn every
   member's assignment into a subscription on the switch.
 """
@@ -110,9 +113,13 @@ class Coordinator:
             raise GroupError("inconsistent_group_protocol")
         if member_id and member_id not in g.members and member_id not in g.pending_ids:
             raise GroupError("unknown_member_id")
+        if not member_id and instance_id is not None:
+            # A static member coming back replaces its previous incarnation at once.
+            for old in [mid for mid, m in g.members.items() if m.instance_id == instance_id]:
+                self._drop(g, old, "fenced_instance_id")
         if not member_id:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if require_id:
+            if require_id and instance_id is None:
                 g.pending_ids.add(member_id)
                 return {"error": "member_id_required", "member_id": member_id}
         g.pending_ids.discard(member_id)
@@ -248,11 +255,11 @@ class Coordinator:
         self._drop(g, member_id)
         self._rebalance_after_loss(g)
 
-    def _drop(self, g: Group, member_id: str) -> None:
+    def _drop(self, g: Group, member_id: str, why: str = "unknown_member_id") -> None:
         m = g.members.pop(member_id)
         for fut in (m.join, m.sync):
             if fut is not None and not fut.done():
-                fut.set_exception(GroupError("unknown_member_id"))
+                fut.set_exception(GroupError(why))
         if g.leader == member_id:
             g.leader = ""
 

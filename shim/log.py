@@ -112,7 +112,9 @@ class PartitionLog:
         active.batches.append(batch)
         active.lasts.append(last_offset)
         active.size += len(batch)
-        active.max_timestamp = max(active.max_timestamp, max_timestamp)
+        # A batch without timestamps (-1) ages from when it arrived, not from 1970.
+        stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
+        active.max_timestamp = max(active.max_timestamp, stamp)
         if active.path is not None:
             with open(active.path, "ab") as f:
                 f.write(batch)

@@ -40,6 +40,9 @@ class Server:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
+            if os.environ.get("CAMUS_DUMP_STACKS"):
+                self.proc.send_signal(signal.SIGUSR1)  # stacks into the log, to explain a hang
+                time.sleep(0.2)
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(10)

@@ -115,3 +115,22 @@ def test_broker_restart_keeps_topics_views_logs_and_offsets(camus_server, tmp_pa
     produce(s2.bootstrap, src, [json.dumps({"n": 99}).encode()], partitions=2)
     more = consume(s2.bootstrap, view, 11)
     assert 99 in [json.loads(m.value())["n"] for m in more]
+
+
+def test_static_member_restart_takes_its_place_without_waiting_for_the_session(broker):
+    topic, group = unique("static"), unique("g")
+    create(broker.bootstrap, NewTopic(topic, 2, 1))
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, **GROUP_CONF,
+            "session.timeout.ms": 30000, "group.instance.id": "worker-1"}
+    first = Consumer(conf)
+    first.subscribe([topic])
+    assert wait_until(lambda: (first.poll(0.1), len(first.assignment()) == 2)[1], 15)
+    first.close()  # a static member leaves no LeaveGroup behind
+    again = Consumer(conf)
+    again.subscribe([topic])
+    # Well inside the old incarnation's 30 s session (and its 300 s rebalance timeout).
+    assert wait_until(lambda: (again.poll(0.1), len(again.assignment()) == 2)[1], 10)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    desc = admin.describe_consumer_groups([group])[group].result(10)
+    assert len(desc.members) == 1
+    again.close()
