@@ -9,6 +9,7 @@
 //! the benchmark measures. The packed calls release the GIL while they work; one `Switch`
 //! is used by one thread at a time (a concurrent call gets PyO3's "already borrowed" error).
 
+mod headers;
 mod switch;
 mod tables;
 
@@ -30,14 +31,18 @@ struct Switch {
 /// Iterate (start, len) of frames packed as `buf` with u32 little-endian `lengths`.
 fn frames<'a>(buf: &'a [u8], lengths: &'a [u8]) -> PyResult<Vec<&'a [u8]>> {
     if lengths.len() % 4 != 0 {
-        return Err(PyValueError::new_err("lengths must hold little-endian u32 values"));
+        return Err(PyValueError::new_err(
+            "lengths must hold little-endian u32 values",
+        ));
     }
     let mut out = Vec::with_capacity(lengths.len() / 4);
     let mut pos = 0usize;
     for c in lengths.chunks_exact(4) {
         let n = u32::from_le_bytes(c.try_into().unwrap()) as usize;
         if pos + n > buf.len() {
-            return Err(PyValueError::new_err("lengths run past the end of the buffer"));
+            return Err(PyValueError::new_err(
+                "lengths run past the end of the buffer",
+            ));
         }
         out.push(&buf[pos..pos + n]);
         pos += n;
@@ -49,21 +54,51 @@ fn frames<'a>(buf: &'a [u8], lengths: &'a [u8]) -> PyResult<Vec<&'a [u8]>> {
 impl Switch {
     #[new]
     fn new(plan: &str) -> PyResult<Self> {
-        let plan: Plan = serde_json::from_str(plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let plan: Plan =
+            serde_json::from_str(plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let inner = switch::Switch::new(plan).map_err(PyValueError::new_err)?;
-        Ok(Switch { inner, out: Vec::new(), copies: Vec::new(), records: Vec::new() })
+        Ok(Switch {
+            inner,
+            out: Vec::new(),
+            copies: Vec::new(),
+            records: Vec::new(),
+        })
     }
 
     /// Add an entry or replace the action of the entry with the same key.
     #[allow(clippy::too_many_arguments)]
-    fn install(&mut self, table: usize, state: u64, a: u64, b: u64, priority: u32, code: u8, param: u64) -> PyResult<()> {
-        let t = self.inner.tables.get_mut(table).ok_or_else(|| PyValueError::new_err("no such table"))?;
+    fn install(
+        &mut self,
+        table: usize,
+        state: u64,
+        a: u64,
+        b: u64,
+        priority: u32,
+        code: u8,
+        param: u64,
+    ) -> PyResult<()> {
+        let t = self
+            .inner
+            .tables
+            .get_mut(table)
+            .ok_or_else(|| PyValueError::new_err("no such table"))?;
         t.install(state, a, b, priority, Action::new(code, param));
         Ok(())
     }
 
-    fn uninstall(&mut self, table: usize, state: u64, a: u64, b: u64, priority: u32) -> PyResult<()> {
-        let t = self.inner.tables.get_mut(table).ok_or_else(|| PyValueError::new_err("no such table"))?;
+    fn uninstall(
+        &mut self,
+        table: usize,
+        state: u64,
+        a: u64,
+        b: u64,
+        priority: u32,
+    ) -> PyResult<()> {
+        let t = self
+            .inner
+            .tables
+            .get_mut(table)
+            .ok_or_else(|| PyValueError::new_err("no such table"))?;
         t.uninstall(state, a, b, priority);
         Ok(())
     }
@@ -77,13 +112,20 @@ impl Switch {
     }
 
     /// One frame in; a list of (egress_port, frame) copies out.
-    fn process<'py>(&mut self, py: Python<'py>, packet: &[u8], in_port: u32) -> PyResult<Bound<'py, PyList>> {
+    fn process<'py>(
+        &mut self,
+        py: Python<'py>,
+        packet: &[u8],
+        in_port: u32,
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut buf = Vec::new();
         let mut copies: Vec<Copy> = Vec::new();
         self.inner.process(packet, in_port, &mut buf, &mut copies);
         PyList::new(
             py,
-            copies.iter().map(|c| (c.port, PyBytes::new(py, &buf[c.start..c.start + c.len]))),
+            copies
+                .iter()
+                .map(|c| (c.port, PyBytes::new(py, &buf[c.start..c.start + c.len]))),
         )
     }
 
@@ -99,7 +141,12 @@ impl Switch {
         let input = frames(buf, lengths)?;
         // Buffers are kept between calls: growing fresh multi-megabyte vectors every batch
         // cost more in page faults and copies than the copies themselves.
-        let (inner, out, copies, records) = (&mut self.inner, &mut self.out, &mut self.copies, &mut self.records);
+        let (inner, out, copies, records) = (
+            &mut self.inner,
+            &mut self.out,
+            &mut self.copies,
+            &mut self.records,
+        );
         // Other Python threads run while the batch is processed (the input is immutable bytes).
         py.detach(|| {
             out.clear();
@@ -110,7 +157,10 @@ impl Switch {
                 inner.process(frame, in_port, out, copies);
                 for c in &copies[before..] {
                     let mut rec = [0u8; 16];
-                    for (k, v) in [i as u32, c.port, c.start as u32, c.len as u32].into_iter().enumerate() {
+                    for (k, v) in [i as u32, c.port, c.start as u32, c.len as u32]
+                        .into_iter()
+                        .enumerate()
+                    {
                         rec[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
                     }
                     records.extend_from_slice(&rec);
@@ -118,7 +168,9 @@ impl Switch {
             }
         });
         if out.len() > u32::MAX as usize {
-            return Err(PyValueError::new_err("batch output exceeds 4 GiB: pass fewer frames per call"));
+            return Err(PyValueError::new_err(
+                "batch output exceeds 4 GiB: pass fewer frames per call",
+            ));
         }
         Ok((PyBytes::new(py, out), PyBytes::new(py, records)))
     }
@@ -149,12 +201,20 @@ impl Switch {
     /// (hits per table index, misses per table index, {port: (rx, tx)}, drops by reason
     /// [malformed, truncated, oversized, no_route]).
     #[allow(clippy::type_complexity)]
-    fn counters<'py>(&self, py: Python<'py>) -> PyResult<(Vec<u64>, Vec<u64>, Bound<'py, PyDict>, [u64; 4])> {
+    fn counters<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Vec<u64>, Vec<u64>, Bound<'py, PyDict>, [u64; 4])> {
         let ports = PyDict::new(py);
         for (p, c) in self.inner.ports.iter() {
             ports.set_item(p, (c.rx, c.tx))?;
         }
-        Ok((self.inner.hits.clone(), self.inner.misses.clone(), ports, self.inner.drops))
+        Ok((
+            self.inner.hits.clone(),
+            self.inner.misses.clone(),
+            ports,
+            self.inner.drops,
+        ))
     }
 
     fn reset_counters(&mut self) {

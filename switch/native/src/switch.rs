@@ -6,18 +6,12 @@
 //! switch/native_dataplane.py). Copies are written back to back into one output buffer so a
 //! batch costs no allocation per copy.
 
+use crate::headers::{
+    be16, ipv4_checksum, parse, Extractor, Parsed, Udp, ETH, MOLD, NO_ROUTE, TRUNCATED,
+};
 use crate::tables::{Action, Table, CHUNK, DROP, FWD, MCAST, SET_STATE};
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
-
-const ETH: usize = 14;
-const UDP: usize = 8;
-const MOLD: usize = 20;
-
-pub const MALFORMED: usize = 0;
-pub const TRUNCATED: usize = 1;
-pub const OVERSIZED: usize = 2;
-pub const NO_ROUTE: usize = 3;
 
 /// A walk state no message can be in (states have at most 56 bits): "not walking", for
 /// messages that are not subscription messages or are already decided.
@@ -62,43 +56,6 @@ pub struct Plan {
     pub egress_table: usize,
 }
 
-/// Where a field sits: the bytes to read and how to cut the value out of them.
-#[derive(Clone, Copy)]
-struct Extractor {
-    first: usize,
-    nbytes: usize,
-    shift: u32,
-    mask: u64,
-}
-
-impl Extractor {
-    fn new(f: &PlanField) -> Extractor {
-        let first = (f.bit_offset / 8) as usize;
-        let end = ((f.bit_offset + f.width + 7) / 8) as usize;
-        Extractor {
-            first,
-            nbytes: end - first,
-            shift: (end * 8) as u32 - f.bit_offset - f.width,
-            mask: if f.width >= 64 { u64::MAX } else { (1u64 << f.width) - 1 },
-        }
-    }
-
-    /// The field's value; `msg` is at least message_bytes long, which covers the field.
-    #[inline(always)]
-    fn get(&self, msg: &[u8]) -> u64 {
-        let bytes = &msg[self.first..self.first + self.nbytes];
-        let mut raw: u128 = 0;
-        if self.nbytes == 8 {
-            raw = u64::from_be_bytes(bytes.try_into().unwrap()) as u128;
-        } else {
-            for &b in bytes {
-                raw = (raw << 8) | b as u128;
-            }
-        }
-        ((raw >> self.shift) as u64) & self.mask
-    }
-}
-
 #[derive(Clone, Copy)]
 struct Stage {
     field: Extractor,
@@ -134,7 +91,10 @@ const LOW_PORTS: usize = 4096;
 
 impl PortTable {
     fn new() -> PortTable {
-        PortTable { low: vec![PortCounters::default(); LOW_PORTS], high: FxHashMap::default() }
+        PortTable {
+            low: vec![PortCounters::default(); LOW_PORTS],
+            high: FxHashMap::default(),
+        }
     }
 
     #[inline(always)]
@@ -147,12 +107,19 @@ impl PortTable {
     }
 
     fn clear(&mut self) {
-        self.low.iter_mut().for_each(|c| *c = PortCounters::default());
+        self.low
+            .iter_mut()
+            .for_each(|c| *c = PortCounters::default());
         self.high.clear();
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u32, PortCounters)> + '_ {
-        let low = self.low.iter().enumerate().filter(|(_, c)| c.rx != 0 || c.tx != 0).map(|(p, c)| (p as u32, *c));
+        let low = self
+            .low
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.rx != 0 || c.tx != 0)
+            .map(|(p, c)| (p as u32, *c));
         low.chain(self.high.iter().map(|(p, c)| (*p, *c)))
     }
 }
@@ -211,96 +178,23 @@ pub struct Copy {
     pub len: usize,
 }
 
-/// Where a frame's UDP datagram lies, once the headers have been checked.
-struct Udp {
-    l4: usize,
-    start: usize,
-    end: usize,
-    dport: u16,
-}
-
-enum Parsed {
-    Drop(usize),
-    /// Plain IPv4 (not UDP, a fragment, or a UDP port no application uses).
-    Ip,
-    Udp(Udp),
-}
-
-#[inline(always)]
-fn be16(b: &[u8], i: usize) -> usize {
-    ((b[i] as usize) << 8) | b[i + 1] as usize
-}
-
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut i = 0;
-    while i + 1 < h.len() {
-        if i != 10 {
-            sum += ((h[i] as u32) << 8) | h[i + 1] as u32;
-        }
-        i += 2;
-    }
-    if i < h.len() {
-        sum += (h[i] as u32) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-fn parse(frame: &[u8], max_frame: usize) -> Parsed {
-    if frame.len() > max_frame {
-        return Parsed::Drop(OVERSIZED);
-    }
-    if frame.len() < ETH {
-        return Parsed::Drop(TRUNCATED);
-    }
-    if be16(frame, 12) != 0x0800 {
-        return Parsed::Drop(NO_ROUTE);
-    }
-    if frame.len() < ETH + 20 {
-        return Parsed::Drop(TRUNCATED);
-    }
-    let v = frame[ETH];
-    if v >> 4 != 4 || v & 0x0F < 5 {
-        return Parsed::Drop(MALFORMED);
-    }
-    let ihl = ((v & 0x0F) as usize) * 4;
-    let total = be16(frame, ETH + 2);
-    if total < ihl {
-        return Parsed::Drop(MALFORMED);
-    }
-    if frame.len() < ETH + total {
-        return Parsed::Drop(TRUNCATED);
-    }
-    let ip_end = ETH + total;
-    let fragment = be16(frame, ETH + 6) & 0x3FFF != 0;
-    if frame[ETH + 9] != 17 || fragment {
-        return Parsed::Ip;
-    }
-    let l4 = ETH + ihl;
-    if l4 + UDP > ip_end {
-        return Parsed::Drop(TRUNCATED);
-    }
-    let ulen = be16(frame, l4 + 4);
-    if ulen < UDP {
-        return Parsed::Drop(MALFORMED);
-    }
-    if l4 + ulen > ip_end {
-        return Parsed::Drop(TRUNCATED);
-    }
-    Parsed::Udp(Udp { l4, start: l4 + UDP, end: l4 + ulen, dport: be16(frame, l4 + 2) as u16 })
-}
-
 impl Switch {
     pub fn new(plan: Plan) -> Result<Switch, String> {
         let mut tables = Vec::new();
         for t in &plan.tables {
-            tables.push(Table::new(&t.kind, t.width).ok_or_else(|| format!("unknown table kind {}", t.kind))?);
+            tables.push(
+                Table::new(&t.kind, t.width)
+                    .ok_or_else(|| format!("unknown table kind {}", t.kind))?,
+            );
         }
         let n = tables.len();
-        let check = |i: usize| if i < n { Ok(i) } else { Err(format!("table index {i} out of range")) };
+        let check = |i: usize| {
+            if i < n {
+                Ok(i)
+            } else {
+                Err(format!("table index {i} out of range"))
+            }
+        };
         let mut apps = Vec::new();
         for a in &plan.apps {
             let mut stages = Vec::new();
@@ -406,8 +300,10 @@ impl Switch {
         let a = &self.apps[app];
         for &(off, n) in &self.blocks {
             let msg = &frame[off..off + n];
-            let subscription =
-                n >= a.message_bytes && a.type_field.as_ref().map_or(true, |t| a.types.contains(&t.get(msg)));
+            let subscription = n >= a.message_bytes
+                && a.type_field
+                    .as_ref()
+                    .map_or(true, |t| a.types.contains(&t.get(msg)));
             states.push(if subscription { 0 } else { NOT_WALKING });
             leaves.push(Leaf::None);
         }
@@ -451,7 +347,9 @@ impl Switch {
         let leaf_table = self.apps[app].leaf_table;
         for k in 0..states.len() {
             if states[k] != NOT_WALKING {
-                leaves[k] = self.lookup(leaf_table, states[k], 0).map_or(Leaf::None, Leaf::of);
+                leaves[k] = self
+                    .lookup(leaf_table, states[k], 0)
+                    .map_or(Leaf::None, Leaf::of);
             }
         }
         self.states = states;
@@ -482,7 +380,13 @@ impl Switch {
     }
 
     /// Forward one frame: append its copies to `buf`/`copies`, count everything.
-    pub fn process(&mut self, frame: &[u8], in_port: u32, buf: &mut Vec<u8>, copies: &mut Vec<Copy>) {
+    pub fn process(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        buf: &mut Vec<u8>,
+        copies: &mut Vec<Copy>,
+    ) {
         self.ports.get(in_port).rx += 1;
         let first_copy = copies.len();
         match self.forward(frame, buf, copies) {
@@ -495,7 +399,12 @@ impl Switch {
         }
     }
 
-    fn forward(&mut self, frame: &[u8], buf: &mut Vec<u8>, copies: &mut Vec<Copy>) -> Result<(), usize> {
+    fn forward(
+        &mut self,
+        frame: &[u8],
+        buf: &mut Vec<u8>,
+        copies: &mut Vec<Copy>,
+    ) -> Result<(), usize> {
         match parse(frame, self.max_frame) {
             Parsed::Drop(reason) => return Err(reason),
             Parsed::Ip => {}
@@ -510,11 +419,20 @@ impl Switch {
         self.ipv4(frame, buf, copies)
     }
 
-    fn ipv4(&mut self, frame: &[u8], buf: &mut Vec<u8>, copies: &mut Vec<Copy>) -> Result<(), usize> {
+    fn ipv4(
+        &mut self,
+        frame: &[u8],
+        buf: &mut Vec<u8>,
+        copies: &mut Vec<Copy>,
+    ) -> Result<(), usize> {
         let dst = u32::from_be_bytes(frame[ETH + 16..ETH + 20].try_into().unwrap()) as u64;
         match self.lookup(self.ipv4_table, 0, dst) {
             Some(a) if a.code() != DROP => {
-                copies.push(Copy { port: a.param() as u32, start: buf.len(), len: frame.len() });
+                copies.push(Copy {
+                    port: a.param() as u32,
+                    start: buf.len(),
+                    len: frame.len(),
+                });
                 buf.extend_from_slice(frame);
                 Ok(())
             }
@@ -559,10 +477,16 @@ impl Switch {
                 while j < picks.len() && picks[j].0 == port && picks[j].1 == rid {
                     j += 1;
                 }
-                let dport = self.lookup(self.egress_table, port as u64, rid as u64).map(|a| a.param() as u16);
+                let dport = self
+                    .lookup(self.egress_table, port as u64, rid as u64)
+                    .map(|a| a.param() as u16);
                 let start = buf.len();
                 self.write_copy(frame, u, mold, seq, &blocks, &picks[i..j], dport, buf);
-                copies.push(Copy { port, start, len: buf.len() - start });
+                copies.push(Copy {
+                    port,
+                    start,
+                    len: buf.len() - start,
+                });
                 i = j;
             }
         }

@@ -67,7 +67,13 @@ impl RangeSet {
     fn refence(&mut self, from: usize) {
         let first_block = from / BLOCK;
         self.fence.truncate(first_block);
-        self.fence.extend(self.los.iter().skip(first_block * BLOCK).step_by(BLOCK).copied());
+        self.fence.extend(
+            self.los
+                .iter()
+                .skip(first_block * BLOCK)
+                .step_by(BLOCK)
+                .copied(),
+        );
     }
 
     fn insert(&mut self, lo: u64, hi: u64, act: Action) {
@@ -141,7 +147,11 @@ fn prefix_mask(width: u32, plen: u32) -> u64 {
     if plen == 0 {
         0
     } else {
-        let ones = if plen >= 64 { u64::MAX } else { (1u64 << plen) - 1 };
+        let ones = if plen >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << plen) - 1
+        };
         ones << (width - plen)
     }
 }
@@ -190,17 +200,20 @@ impl Table {
                         let mut map = FxHashMap::default();
                         map.insert(a & mask, act);
                         set.by_len.push((plen, map));
-                        set.by_len.sort_by(|x, y| y.0.cmp(&x.0));
+                        set.by_len.sort_by_key(|x| std::cmp::Reverse(x.0));
                     }
                 }
             }
             Table::Ternary(m) => {
                 let list = m.entry(state).or_default();
-                match list.iter_mut().find(|e| e.0 == priority && e.1 == a && e.2 == b) {
+                match list
+                    .iter_mut()
+                    .find(|e| e.0 == priority && e.1 == a && e.2 == b)
+                {
                     Some(e) => e.3 = act,
                     None => {
                         list.push((priority, a, b, act));
-                        list.sort_by(|x, y| y.0.cmp(&x.0));
+                        list.sort_by_key(|x| std::cmp::Reverse(x.0));
                     }
                 }
             }
@@ -327,12 +340,22 @@ mod tests {
             order.reverse();
             order.rotate_left(n / 3);
             for &k in &order {
-                t.install(0, 10 * k as u64, 10 * k as u64 + 4, 1, Action::new(FWD, k as u64));
+                t.install(
+                    0,
+                    10 * k as u64,
+                    10 * k as u64 + 4,
+                    1,
+                    Action::new(FWD, k as u64),
+                );
             }
             t.uninstall(0, 10 * (n as u64 / 2), 10 * (n as u64 / 2) + 4, 1);
             for v in 0..(10 * n as u64 + 20) {
                 let k = v / 10;
-                let want = if v % 10 <= 4 && (k as usize) < n && k != n as u64 / 2 { Some(k) } else { None };
+                let want = if v % 10 <= 4 && (k as usize) < n && k != n as u64 / 2 {
+                    Some(k)
+                } else {
+                    None
+                };
                 assert_eq!(t.lookup(0, v).map(|a| a.param()), want, "n={n} v={v}");
             }
         }
