@@ -24,6 +24,7 @@ from compiler.diagram import Diagram
 
 STATE_BITS = 32
 GROUP_BITS = 16
+ALL_PORTS_GROUP = 0xFFFF  # never assigned: compiler/p4 multicasts mixed-decision MoldUDP64 packets to it
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str) -> tuple[list[dict], 
     leaves = {s: ports for s, ports in d.leaves().items() if ports}
     multi = {ports: ",".join(map(str, sorted(ports))) for ports in leaves.values()
              if len(ports) > 1}
-    group_ids = stable_ids(multi, GROUP_BITS, {})
+    group_ids = stable_ids(multi, GROUP_BITS, {"all ports (compiler/p4)": ALL_PORTS_GROUP})
 
     def action(t: int) -> tuple[str, dict]:
         # An entry that leads to a leaf decides the message right there: the leaf's action is

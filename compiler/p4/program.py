@@ -13,9 +13,11 @@ is plain IP traffic for `ipv4_lpm`.
 from __future__ import annotations
 
 from compiler import intervals
+from compiler.p4 import mold
 from compiler.p4.controls import egress, ingress
 from compiler.p4.layout import DEFAULT_SLOTS, AppLayout
 from compiler.p4.names import ident
+
 
 def section(title: str) -> str:
     """The p4lang tutorials' section banner."""
@@ -33,7 +35,7 @@ def emit_program(pipeline: dict, slots: int = DEFAULT_SLOTS) -> str:
         section("PARSER"), _parser(apps),
         section("CHECKSUM VERIFICATION"), _verify_checksum(),
         section("INGRESS PROCESSING"), ingress(pipeline, apps),
-        section("EGRESS PROCESSING"), egress(pipeline),
+        section("EGRESS PROCESSING"), egress(pipeline, apps),
         section("CHECKSUM COMPUTATION"), _compute_checksum(),
         section("DEPARSER"), _deparser(apps),
         section("SWITCH"),
@@ -60,7 +62,7 @@ def _preamble(pipeline: dict, apps: list[AppLayout]) -> str:
              "// Applications, dispatched by UDP destination port:"]
     for a in apps:
         if a.framing == "moldudp64":
-            how = f"MoldUDP64, up to {a.slots} blocks parsed, one subscription message evaluated per pass"
+            how = f"MoldUDP64, up to {a.slots} blocks parsed, one subscription message evaluated per pass, copies pruned per replica"
         else:
             how = "one message per packet"
         lines.append(f"//   {a.app['name']}: UDP {a.port}, {how}")
@@ -122,16 +124,10 @@ def _headers(apps: list[AppLayout], state_width: int) -> str:
             if a.tail_bits:
                 instances.append((f"{a.name}_tail_t", a.tail_instance(s)))
             instances.append((f"{a.name}_raw_t", a.raw_instance(s)))
-        fl = "@field_list(1) "  # kept across resubmission: the evaluation passes' results
-        meta += [
-            f"    // {a.app['name']}: blocks parsed, and the evaluation passes (docs/p4.md)",
-            f"    bit<16> {a.meta('left')};",
-            f"    bit<32> {a.meta('bytes')};",
-            f"    {fl}bit<8>  {a.meta('index')};",
-            f"    {fl}bit<2>  {a.meta('kind')};   // 0 none yet, 1 fwd, 2 mcast",
-            f"    {fl}bit<16> {a.meta('target')}; // its port or group",
-            f"    {fl}bit<32> {a.meta('keep')};   // bit i: block i goes into the copies",
-        ]
+        meta.append(f"    // {a.app['name']}: blocks parsed, and the evaluation passes (docs/p4.md);")
+        meta.append("    // @field_list(1): kept across resubmission")
+        for t, name, kept, why in mold.metadata(a):
+            meta.append(f"    {'@field_list(1) ' if kept else ''}{t} {name};  // {why}")
         meta += [f"    bit<{f.width}> {a.key_expr(f)[len('meta.'):]};" for f in a.fields.values()]
     out.append("struct headers_t {\n" + "".join(f"    {t} {n};\n" for t, n in instances) + "}\n")
     out.append("struct metadata_t {\n" + "\n".join(meta) + "\n}\n")

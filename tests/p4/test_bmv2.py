@@ -4,9 +4,11 @@ Neither tool is in any package registry the development machines reach, so every
 skips unless the tool is on PATH; on such machines nothing here has ever run, and nothing
 claims the programs compile. Where p4c exists: every golden program compiles, and p4c's
 P4Info has the tables, keys, actions and parameters ours has (ids may differ: the
-controller resolves names). Where simple_switch_grpc exists too: the controller pushes each
-program and its entries, and packets within the documented limits (docs/p4.md) come out of
-bmv2 as they come out of the software switch (bmv2's `--use-files` pcap ports, so no root
+controller resolves names). Where simple_switch_grpc exists too: the controller's `push`
+writes each program and its entries plus the derived ones (`compiler.p4.derived.for_target`,
+which a controller must call for a P4 target), and packets within the documented limits
+(docs/p4.md), messages decided differently in one packet included, come out of bmv2 as they
+come out of the software switch (bmv2's `--use-files` pcap ports, so no root
 and no veth pairs are needed).
 """
 
@@ -16,7 +18,6 @@ import shutil
 import socket
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from google.protobuf import text_format
 
 from compiler.compile import compile_files, write_outputs
 from compiler.p4 import write_p4
-from compiler.p4info import build_p4info
+from compiler.p4.runtime import program_p4info
 from compiler.p4runtime_protos import p4info_pb2
 from tests.p4.test_p4_golden import GOLDEN, ROOT, SPECS
 
@@ -82,11 +83,13 @@ def _udp(payload: bytes, port: int) -> bytes:
     return udp_frame(payload, dst_port=port)
 
 
-# Packets within the documented limits: every selected message of a packet has one decision.
+# Packets within the documented limits (docs/p4.md).
 PACKETS = {
     "itch": [_itch_frame([(b"GOOGL", 10, 500)]),
              _itch_frame([(b"GOOGL", 10, 500), (b"IBM", 1, 1), (b"GOOGL", 20, 600)]),
-             _itch_frame([(b"MSFT", 5, 4000000)])],
+             _itch_frame([(b"MSFT", 5, 4000000)]),
+             # decided differently: GOOGL to 1, MSFT to 2, AAPL to the group {2, 3}
+             _itch_frame([(b"GOOGL", 10, 500), (b"MSFT", 5, 4000000), (b"AAPL", 5000, 1)])],
     # INT: shim and MD header, then the top hop (switch id, ports, hop latency, queue)
     "int": [_udp(bytes(16) + struct.pack("!IHHII", 2, 0, 0, 200, 0), 1337),
             _udp(bytes(16) + struct.pack("!IHHII", 9, 0, 0, 9000, 0), 1337)],
@@ -114,11 +117,14 @@ def test_bmv2_runs_entries_pushed_by_the_controller_like_the_software_switch(cas
                                "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        push = subprocess.run([sys.executable, "-m", "camus", "controller", "push",
-                               "--target", f"127.0.0.1:{grpc_port}", "--pipeline", str(tmp_path),
-                               "--p4info", str(p4info_path), "--device-config", str(json_path),
-                               "--timeout", "20"], capture_output=True, text=True, timeout=120)
-        assert push.returncode == 0, push.stderr
+        from compiler.p4.derived import for_target
+        from controller.p4runtime_client import P4RuntimeClient
+        from controller.push import TargetConfig, push
+
+        config = TargetConfig.from_files(p4info_path, json_path)
+        with P4RuntimeClient(f"127.0.0.1:{grpc_port}", timeout=20) as client:
+            client.arbitrate()
+            push(client, config, for_target(c.pipeline, c.entries, config.p4info))
         time.sleep(12)  # bmv2 starts reading p0_in.pcap 8 s after start
     finally:
         switch.terminate()
@@ -150,17 +156,18 @@ def test_bmv2_packets_are_selected_and_pruned_by_the_software_switch():
         assert software_switch_outputs(c, PACKETS[case]), case
     c = compile_files(ROOT / SPECS["itch"], GOLDEN / "itch" / "rules.txt")
     out = software_switch_outputs(c, PACKETS["itch"])
-    assert sorted(out) == [1, 2]  # GOOGL -> port 1; MSFT above 300.0000 -> port 2
+    assert sorted(out) == [1, 2, 3]  # GOOGL -> 1; MSFT above 300.0000 -> 2; AAPL -> 2, 3
     blocks = [read_mold(read_udp(copy).payload)[2] for copy in out[1]]
-    assert [len(b) for b in blocks] == [1, 3]
+    assert [len(b) for b in blocks] == [1, 3, 1]
     assert blocks[1][1] == b""  # IBM between the two GOOGL messages: a placeholder
+    assert [len(read_mold(read_udp(copy).payload)[2]) for copy in out[2]] == [1, 2]  # MSFT; MSFT, AAPL
 
 
 def test_our_p4info_is_what_the_golden_files_hold():
-    """The P4Info the bmv2 test compares p4c's with is the one compiler/p4info.py derives."""
+    """The P4Info the bmv2 test compares p4c's with: compiler/p4info.py's plus the membership tables."""
     import json
 
     for case in sorted(SPECS):
         c = compile_files(ROOT / SPECS[case], GOLDEN / case / "rules.txt")
         golden = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
-        assert golden == build_p4info(json.loads(json.dumps(c.pipeline)))
+        assert golden == program_p4info(json.loads(json.dumps(c.pipeline)))

@@ -3,8 +3,10 @@
 Random and hand-picked frames go through the emitted program text (interpreted: no p4c
 here) and through the software switch's reference data plane with the same entries plus an
 IPv4 route and UDP port rewrites; the outputs must be byte-identical wherever docs/p4.md
-says the program agrees with the software switch. The one documented disagreement (two
-decisions in one MoldUDP64 packet) is pinned as what the program does instead.
+says the program agrees with the software switch. The program also gets the entries derived
+from entries.json (`compiler.p4.derived`: the all-ports group and the membership tables), as
+a controller writes them to a P4 target; the software switch gets entries.json alone. The
+documented limits (slots, block length) are pinned as what the program does instead.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from compiler.compile import compile_files
 from compiler.ir import Tables
 from compiler.p4 import emit_program
+from compiler.p4.derived import combined
 from switch.dataplane import load
 from switch.packet import mold_payload, udp_frame
 from tests.p4.p4_interp import Interpreter
@@ -34,11 +37,17 @@ SESSION = b"SESSION001"
 STOCKS = [b"GOOGL", b"MSFT", b"AAPL", b"IBM"]
 
 
+def _targets(pipeline: dict, entries: dict, slots: int = 8) -> tuple[Interpreter, object]:
+    """The program (entries.json plus derived entries) and the software switch (entries.json)."""
+    entries = json.loads(json.dumps(entries))
+    entries["table_entries"] += [ROUTE, REWRITE]
+    program = Interpreter(emit_program(pipeline, slots), combined(pipeline, entries, slots))
+    return program, load(pipeline, entries, impl="python")
+
+
 def _setup(case: str, slots: int = 8):
     c = compile_files(ROOT / SPECS[case], GOLDEN / case / "rules.txt")
-    entries = json.loads(json.dumps(c.entries))
-    entries["table_entries"] += [ROUTE, REWRITE]
-    return c, Interpreter(emit_program(c.pipeline, slots), entries), load(c.pipeline, entries, impl="python")
+    return (c, *_targets(c.pipeline, c.entries, slots))
 
 
 def add_order(stock: bytes, shares: int, price: int, side: bytes = b"B", kind: bytes = b"A") -> bytes:
@@ -61,38 +70,102 @@ def _random_block(rng: random.Random) -> bytes:
     return b"A" + bytes(19)  # an 'A' too short to be an Add Order
 
 
-def _decisions(c, frame: bytes, blocks: list[bytes]) -> set:
-    """The distinct non-empty port sets the tables give the packet's subscription messages."""
+def _decisions(c, blocks: list[bytes]) -> list:
+    """The non-empty port sets the tables give the packet's subscription messages, in order."""
     app = c.application
     tables = Tables(app, c.entries)
-    out = set()
+    out = []
     for b in blocks:
         if len(b) < 36 or b[0] not in app["message"]["types"]:
             continue
-        whole = int.from_bytes(b, "big")
-        values = {q: whole >> (len(b) * 8 - f["bit_offset"] - f["width"]) & ((1 << f["width"]) - 1)
+        whole = int.from_bytes(b[:36], "big")
+        values = {q: whole >> (36 * 8 - f["bit_offset"] - f["width"]) & ((1 << f["width"]) - 1)
                   for q, f in app["fields"].items()}
         ports = tables.ports(values)
         if ports:
-            out.add(ports)
+            out.append(ports)
     return out
 
 
-def test_itch_random_packets_within_the_limits_match_the_software_switch():
-    c, interp, ref = _setup("itch")
-    rng = random.Random(4)
-    checked = multi = 0
-    while checked < 150:
-        blocks = [_random_block(rng) for _ in range(rng.randint(1, 8))]
+def _random_packets(c, interp, ref, rng: random.Random, count: int, slots: int = 8) -> tuple[int, int]:
+    """`count` random ITCH packets of at most `slots` blocks through both; (packets with
+    pruned multi-message copies, packets whose messages were decided differently)."""
+    multi = mixed = 0
+    for _ in range(count):
+        blocks = [_random_block(rng) for _ in range(rng.randint(1, slots))]
         frame = udp_frame(mold_payload(SESSION, rng.randrange(1 << 64), blocks), dst_port=1234,
                           ip_options=rng.choice([b"", b"", b"\x01\x01\x01\x00"]))
-        if len(_decisions(c, frame, blocks)) > 1:
-            continue  # two decisions: the documented limit, pinned below
         got, want = interp.process(frame, 0), ref.process(frame, 0)
         assert got == want, blocks
-        checked += 1
         multi += len(blocks) > 1 and bool(want) and want[0][0] != 9
-    assert multi > 20  # pruned multi-message copies, not just routed packets
+        mixed += len(set(_decisions(c, blocks))) > 1
+    return multi, mixed
+
+
+def test_itch_random_packets_match_the_software_switch():
+    """Messages of one packet going to different ports and groups included (GOOGL to 1,
+    AAPL to the group {2, 3}, sells of 10000 or more to 4, ...)."""
+    c, interp, ref = _setup("itch")
+    multi, mixed = _random_packets(c, interp, ref, random.Random(4), 200)
+    assert multi > 40 and mixed > 30  # pruned copies, and per-port copies of mixed packets
+
+
+def _random_itch_rules(rng: random.Random) -> str:
+    lines = []
+    for _ in range(rng.randint(2, 7)):
+        atoms = []
+        if rng.random() < 0.8:
+            atoms.append(f'stock == "{rng.choice(STOCKS).decode()}"')
+        if rng.random() < 0.5:
+            atoms.append(f"price {rng.choice(['>', '<', '>=', '<='])} {rng.choice([500, 1500000, 3000000])}")
+        if rng.random() < 0.4:
+            atoms.append(f"shares >= {rng.choice([100, 1000, 10000])}")
+        if rng.random() < 0.3:
+            atoms.append(f'buy_sell_indicator == "{rng.choice("BS")}"')
+        ports = sorted(rng.sample(range(1, 7), rng.randint(1, 3)))
+        lines.append(f"{' and '.join(atoms) or 'true'} : fwd({', '.join(map(str, ports))})")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_itch_random_rules_with_many_groups_match_the_software_switch(seed):
+    """Random subscriptions over 6 ports: many groups, overlapping ones, fwd and mcast mixed."""
+    from compiler.compile import compile_text
+
+    rng = random.Random(100 + seed)
+    c = compile_text((ROOT / SPECS["itch"]).read_text(), _random_itch_rules(rng), name="itch")
+    slots = rng.choice([3, 8])
+    interp, ref = _targets(c.pipeline, c.entries, slots)
+    _random_packets(c, interp, ref, rng, 40, slots)
+
+
+def test_itch_messages_decided_differently_each_reach_their_ports():
+    """GOOGL to port 1, MSFT to port 2, AAPL to the group {2, 3}: one copy per port, each with
+    exactly its messages (placeholders between them), through the all-ports group."""
+    c, interp, ref = _setup("itch")
+    blocks = [add_order(b"GOOGL", 1, 1), add_order(b"MSFT", 1, 4000000), b"S" + bytes(11),
+              add_order(b"AAPL", 5000, 1)]
+    frame = udp_frame(mold_payload(SESSION, 10, blocks), dst_port=1234)
+    got = interp.process(frame, 0)
+    assert got == ref.process(frame, 0)
+    assert [p for p, _ in got] == [1, 2, 3]
+    from switch.packet import read_mold, read_udp
+
+    kept = {p: read_mold(read_udp(copy).payload)[2] for p, copy in got}
+    assert kept[1] == blocks[:1]
+    assert kept[2] == [blocks[1], b"", blocks[3]]
+    assert kept[3] == blocks[3:]
+
+
+def test_without_the_derived_entries_mixed_packets_reach_nobody():
+    """What a controller that writes only entries.json to a P4 target gets (docs/p4.md)."""
+    c = compile_files(ROOT / SPECS["itch"], GOLDEN / "itch" / "rules.txt")
+    interp = Interpreter(emit_program(c.pipeline), c.entries)
+    frame = udp_frame(mold_payload(SESSION, 10, [add_order(b"GOOGL", 1, 1), add_order(b"MSFT", 1, 4000000)]),
+                      dst_port=1234)
+    assert interp.process(frame, 0) == []
+    one = udp_frame(mold_payload(SESSION, 10, [add_order(b"GOOGL", 1, 1)]), dst_port=1234)
+    assert [p for p, _ in interp.process(one, 0)] == [1]  # one decision: no derived entry needed
 
 
 @pytest.mark.parametrize("frame", [
@@ -156,17 +229,6 @@ def test_a_block_longer_than_a_slot_ends_parsing():
     assert got == first_only and want != got
 
 
-def test_itch_two_decisions_in_one_packet_reach_only_the_first_decision():
-    """docs/p4.md, "One decision per packet": the software switch sends MSFT to port 2 as well."""
-    c, interp, ref = _setup("itch")
-    blocks = [add_order(b"GOOGL", 1, 1), add_order(b"MSFT", 1, 4000000)]
-    frame = udp_frame(mold_payload(SESSION, 10, blocks), dst_port=1234)
-    want = dict(ref.process(frame, 0))
-    got = dict(interp.process(frame, 0))
-    assert sorted(want) == [1, 2] and sorted(got) == [1]
-    assert got[1] == want[1]  # port 1's copy (GOOGL only) is right; port 2 gets nothing
-
-
 def test_itch_messages_beyond_the_slots_are_not_evaluated():
     _, interp, ref = _setup("itch", slots=2)
     blocks = [b"S" + bytes(11), b"", add_order(b"GOOGL", 1, 1)]
@@ -210,9 +272,7 @@ def test_three_applications_in_one_program_each_match_the_software_switch(tmp_pa
 
     apps = [[str(ROOT / SPECS[k]), str(GOLDEN / k / "rules.txt")] for k in sorted(SPECS)]
     pipeline, entries = build(apps)
-    entries["table_entries"] += [ROUTE, REWRITE]
-    interp = Interpreter(emit_program(pipeline), entries)
-    ref = load(pipeline, entries, impl="python")
+    interp, ref = _targets(pipeline, entries)
     frames = [udp_frame(mold_payload(SESSION, 1, [add_order(b"GOOGL", 1, 1)]), dst_port=1234),
               udp_frame(bytes(40), dst_port=1337), udp_frame(bytes(88), dst_port=9094),
               udp_frame((1).to_bytes(4, "big") + bytes(84), dst_port=9094)]
@@ -230,10 +290,7 @@ def test_random_specs_and_rules_match_the_software_switch(seed):
     rng = random.Random(seed)
     spec, gens = random_spec(rng)
     c = compile_rules(spec, parse_rules(random_rules(rng, gens, rng.randint(1, 6)), spec))
-    entries = json.loads(json.dumps(c.entries))
-    entries["table_entries"] += [ROUTE, REWRITE]
-    interp = Interpreter(emit_program(c.pipeline), entries)
-    ref = load(c.pipeline, entries, impl="python")
+    interp, ref = _targets(c.pipeline, c.entries)
     app = c.application
     nbytes = app["message"]["bytes"]
     for _ in range(40):
@@ -251,9 +308,7 @@ def test_a_rule_that_is_always_true_decides_in_the_leaf_table():
     c = compile_text((ROOT / SPECS["int"]).read_text(), "true : fwd(2, 4)\n", name="int")
     entries = json.loads(json.dumps(c.entries))
     assert [e["table"] for e in entries["table_entries"]] == ["int_leaf"]
-    entries["table_entries"] += [ROUTE, REWRITE]
-    interp = Interpreter(emit_program(c.pipeline), entries)
-    ref = load(c.pipeline, entries, impl="python")
+    interp, ref = _targets(c.pipeline, entries)
     frame = udp_frame(bytes(range(32)), dst_port=1337)
     got = interp.process(frame, 0)
     assert [p for p, _ in got] == [2, 4] and got == ref.process(frame, 0)
@@ -268,10 +323,7 @@ def test_static_pipelines_match_the_software_switch(case):
 
     spec = load_spec(ROOT / SPECS[case])
     c = compile_rules(spec, load_rules(GOLDEN / case / "rules.txt", spec), static=True)
-    entries = json.loads(json.dumps(c.entries))
-    entries["table_entries"] += [ROUTE, REWRITE]
-    interp = Interpreter(emit_program(c.pipeline), entries)
-    ref = load(c.pipeline, entries, impl="python")
+    interp, ref = _targets(c.pipeline, c.entries)
     app = c.application
     rng = random.Random(11)
     for _ in range(60):

@@ -1,0 +1,51 @@
+"""P4 text shared by the ingress and egress emitters: tables, the stage walk, copy lengths.
+
+Both `compiler.p4.controls` (the two controls, single-message applications) and
+`compiler.p4.mold` (MoldUDP64's passes and per-copy pruning) build their code from these,
+so a table declaration or a length computation is written in one place.
+"""
+
+from __future__ import annotations
+
+from compiler.p4.layout import AppLayout
+from compiler.p4.names import TABLE_SIZE
+
+STAGE_ACTIONS = ("set_state", "fwd", "mcast")
+IHL = "(((bit<16>)hdr.ipv4.ihl) << 2)"  # IPv4 header bytes, options included
+
+
+def table(name: str, keys: list[tuple[str, str, str]], actions: tuple[str, ...]) -> str:
+    """A table declaration: `keys` are (expression, match kind, control-plane name)."""
+    key = "".join(f"            {e} : {kind} @name(\"{n}\");\n" for e, kind, n in keys)
+    acts = "".join(f"            {a};\n" for a in actions)
+    return (f"    table {name} {{\n"
+            f"        key = {{\n{key}        }}\n"
+            f"        actions = {{\n{acts}            @defaultonly NoAction;\n        }}\n"
+            f"        default_action = NoAction();\n"
+            f"        size = {TABLE_SIZE};\n"
+            f"    }}\n")
+
+
+def indent(lines: list[str], n: int) -> list[str]:
+    return [(" " * n + ln) if ln else ln for ln in lines]
+
+
+def walk(a: AppLayout) -> list[str]:
+    """The stage walk of one message: a decision (`meta.decided`) skips every later stage."""
+    out = []
+    for st in a.stages:
+        out += ["if (meta.decided == 0) {",
+                f"    if (!{st['table']}.apply().hit) {{",
+                f"        {st['default_table']}.apply();",
+                "    }",
+                "}"]
+    return out + ["if (meta.decided == 0) {", f"    {a.leaf_table}.apply();", "}"]
+
+
+def copy_lengths(udp_payload: str | None) -> list[str]:
+    """A subscription copy: IPv4/UDP lengths from its UDP payload (None: unchanged), its frame
+    length for truncation. The IPv4 length follows the UDP one, as the software switch
+    rebuilds the frame from the UDP datagram alone."""
+    udp = [] if udp_payload is None else [f"hdr.udp.length = {udp_payload} + 8;"]
+    return udp + [f"hdr.ipv4.total_len = hdr.udp.length + {IHL};",
+                  "meta.frame_len = 14 + (bit<32>)hdr.ipv4.total_len;"]

@@ -1,0 +1,187 @@
+"""MoldUDP64 in the generated program: one message per ingress pass, one pruned copy per replica.
+
+Ingress (`ingress`) evaluates the first subscription message at or after block
+`<app>_index`, records its decision (none, port, group) for its slot, and resubmits while
+another subscription message follows; the `@field_list(1)` metadata carries the index and
+the decisions across passes. The last pass sends the packet on:
+
+* every decision the same (the common case, and every one-message packet): to that port or
+  group, with the decided blocks as the keep mask;
+* decisions differ: to the reserved all-ports group (`compiler.tables.ALL_PORTS_GROUP`,
+  replicas written by a controller from `compiler.p4.derived`), since v1model has no group
+  for the union of several port sets.
+
+Egress (`egress`) then works per copy: for a mixed packet it keeps block i iff the copy's
+`(egress_port, egress_rid)` is in decision i's port set (a port compares directly, a group
+asks slot i's membership table), and drops a copy that keeps nothing; every copy is then
+pruned the way docs/pipeline-ir.md ("Message semantics") says.
+"""
+
+from __future__ import annotations
+
+from compiler.p4.blocks import copy_lengths, indent, table, walk
+from compiler.p4.derived import MEMBER_ACTION
+from compiler.p4.layout import AppLayout
+from compiler.tables import ALL_PORTS_GROUP
+
+NO_SLOT = 255  # "no message evaluated in this pass"; slots are at most 32
+
+
+def metadata(a: AppLayout) -> list[tuple[str, str, bool, str]]:
+    """(type, field, kept across resubmission, comment) of an application's metadata."""
+    out = [("bit<16>", a.meta("left"), False, "blocks the header announces and the parser has not read"),
+           ("bit<32>", a.meta("bytes"), False, "bytes of the blocks parsed"),
+           ("bit<8>", a.meta("index"), True, "the next pass evaluates from this block on"),
+           ("bit<2>", a.meta("kind"), True, "the first decision: 0 none yet, 1 fwd, 2 mcast"),
+           ("bit<16>", a.meta("target"), True, "its port or group"),
+           ("bit<1>", a.meta("mixed"), True, "some decision differs from the first"),
+           ("bit<32>", a.meta("keep"), True, "bit i: block i goes into the copy")]
+    for s in range(a.slots):
+        out += [("bit<2>", a.meta(f"dkind_{s}"), True, f"block {s}'s decision, as kind"),
+                ("bit<16>", a.meta(f"dtarget_{s}"), True, "and target")]
+    return out
+
+
+def _m(a: AppLayout) -> dict[str, str]:
+    return {x: f"meta.{a.meta(x)}" for x in ("index", "kind", "target", "mixed", "keep", "bytes")}
+
+
+def _valid(a: AppLayout, s: int) -> str:
+    return " && ".join(f"hdr.{a.msg_instance(h['name'], s)}.isValid()" for h in a.headers)
+
+
+def ingress(a: AppLayout) -> list[str]:
+    m = _m(a)
+    out = [
+        "if (hdr.udp.length < 28 || standard_metadata.parser_error == error.PacketTooShort",
+        f"    || (bit<32>)hdr.udp.length < 28 + {m['bytes']}) {{",
+        "    drop();  // the MoldUDP64 header or a block runs past the UDP payload",
+        "    meta.handled = 1;  // and not routed either",
+        "} else {",
+        f"    // This pass evaluates the first subscription message at or after block {m['index']}.",
+        f"    bit<8> slot = {NO_SLOT};",
+    ]
+    for s in range(a.slots):
+        lead = "if" if s == 0 else "} else if"
+        reached = f"{m['index']} == 0" if s == 0 else f"{m['index']} <= {s}"
+        out.append(f"    {lead} ({reached} && {_valid(a, s)}) {{")
+        out.append(f"        slot = {s};")
+        out += [f"        {a.key_expr(f)} = {a.field_ref(f, s)};" for f in a.fields.values()]
+    out.append("    }")
+    out.append(f"    if (slot != {NO_SLOT}) {{")
+    out += indent(walk(a), 8)
+    out += [
+        "        if (meta.decided == 1) {",
+        "            bit<2> kind = 1;",
+        "            bit<16> target = (bit<16>)standard_metadata.egress_spec;",
+        "            if (standard_metadata.mcast_grp != 0) {",
+        "                kind = 2;",
+        "                target = standard_metadata.mcast_grp;",
+        "            }",
+        f"            if ({m['kind']} == 0) {{",
+        f"                {m['kind']} = kind;",
+        f"                {m['target']} = target;",
+        f"            }} else if ({m['kind']} != kind || {m['target']} != target) {{",
+        f"                {m['mixed']} = 1;",
+        "            }",
+        f"            {m['keep']} = {m['keep']} | ((bit<32>)1 << slot);",
+        "            // Egress needs every block's own decision when they differ.",
+    ]
+    for s in range(a.slots):
+        lead = "if" if s == 0 else "} else if"
+        out += [f"            {lead} (slot == {s}) {{",
+                f"                meta.{a.meta(f'dkind_{s}')} = kind;",
+                f"                meta.{a.meta(f'dtarget_{s}')} = target;"]
+    out += [
+        "            }",
+        "        }",
+        "    }",
+        "    // Another pass only if a subscription message follows this one.",
+        "    bool more = false;",
+    ]
+    for s in range(1, a.slots):
+        out += [f"    if (slot < {s} && {_valid(a, s)}) {{", "        more = true;", "    }"]
+    out += [
+        "    if (more) {",
+        f"        {m['index']} = slot + 1;",
+        "        meta.handled = 1;",
+        "        resubmit_preserving_field_list(1);",
+        f"    }} else if ({m['kind']} != 0) {{",
+        f"        if ({m['mixed']} == 1) {{",
+        "            // No group is the union of the decisions' port sets: every port any decision",
+        "            // can select gets a copy, and egress keeps in each what its port selected.",
+        f"            standard_metadata.mcast_grp = {ALL_PORTS_GROUP};",
+        f"        }} else if ({m['kind']} == 1) {{",
+        f"            standard_metadata.egress_spec = (bit<9>){m['target']};",
+        "            standard_metadata.mcast_grp = 0;",
+        "        } else {",
+        f"            standard_metadata.mcast_grp = {m['target']};",
+        "        }",
+        "        meta.rewrite = 1;  // egress prunes each copy",
+        "        meta.handled = 1;",
+        "    }",
+        "}",
+    ]
+    return out
+
+
+def egress_tables(a: AppLayout) -> list[str]:
+    """Slot i's membership table: is the copy's replica in the group block i was decided to?"""
+    return [table(a.member_table(s),
+                  [(f"meta.{a.meta(f'dtarget_{s}')}", "exact", "group"),
+                   ("standard_metadata.egress_port", "exact", "egress_port"),
+                   ("standard_metadata.egress_rid", "exact", "egress_rid")], (MEMBER_ACTION,))
+            for s in range(a.slots)]
+
+
+def egress(a: AppLayout) -> list[str]:
+    m = _m(a)
+    out = [f"if (meta.rewrite == 1 && hdr.{a.mold}.isValid()) {{",
+           f"    if ({m['mixed']} == 1) {{",
+           "        // A copy from the all-ports group: block i is kept iff decision i selects",
+           "        // this replica (a fwd decision is the replica (port, 0)).",
+           "        bit<32> keep = 0;"]
+    for s in range(a.slots):
+        kind, target = f"meta.{a.meta(f'dkind_{s}')}", f"meta.{a.meta(f'dtarget_{s}')}"
+        bit = f"keep = keep | ((bit<32>)1 << {s});"
+        out += [f"        if ({kind} == 1) {{",
+                f"            if (standard_metadata.egress_port == (bit<9>){target}"
+                " && standard_metadata.egress_rid == 0) {",
+                f"                {bit}",
+                "            }",
+                f"        }} else if ({kind} == 2) {{",
+                f"            if ({a.member_table(s)}.apply().hit) {{",
+                f"                {bit}",
+                "            }",
+                "        }"]
+    out += [f"        {m['keep']} = keep;",
+            "    }",
+            f"    if ({m['keep']} == 0) {{",
+            "        mark_to_drop(standard_metadata);  // no message of the packet selected this replica",
+            "        meta.rewrite = 0;",
+            "    } else {"]
+    out += indent(_prune(a, m), 8)
+    return out + ["    }", "}"]
+
+
+def _prune(a: AppLayout, m: dict[str, str]) -> list[str]:
+    """Keep the selected blocks: zero-length placeholders between them, nothing around them."""
+    out = ["bit<8> first = 0;", "bit<8> last = 0;", "bool seen = false;"]
+    for s in range(a.slots):
+        out += [f"if ({m['keep']}[{s}:{s}] == 1) {{",
+                "    if (!seen) {", f"        first = {s};", "        seen = true;", "    }",
+                f"    last = {s};", "}"]
+    payload = "payload"
+    out.append("bit<16> payload = 20;")
+    for s in range(a.slots):
+        body = [f"hdr.{x}.setInvalid();" for x in a.slot_instances(s)[1:]]
+        length = f"hdr.{a.len_instance(s)}"
+        out += [f"if ({s} < first || {s} > last) {{", f"    {length}.setInvalid();"]
+        out += indent(body, 4)
+        out += [f"}} else if ({m['keep']}[{s}:{s}] == 0) {{", f"    {length}.length = 0;"]
+        out += indent(body, 4)
+        out += ["}", f"if ({length}.isValid()) {{",
+                f"    {payload} = {payload} + 2 + {length}.length;", "}"]
+    out += [f"hdr.{a.mold}.{a.mold_field(1)} = hdr.{a.mold}.{a.mold_field(1)} + (bit<64>)first;",
+            f"hdr.{a.mold}.{a.mold_field(2)} = (bit<16>)(last - first + 1);"]
+    return out + copy_lengths(payload)
