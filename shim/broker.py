@@ -17,6 +17,7 @@ either way a long-poll waits on `changed`, set whenever any log grows.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -158,7 +159,7 @@ class Broker:
             data = src_log.read(src_log.start_offset, 1 << 62)
             for batch in decode_batches(data) if data else []:
                 got = self.datapath.send(source.number, p, source.schema, batch.records, only=port)
-                self._append_view(vlog, got.get(port, []), batch)
+                self._append_view(vlog, got.get(port, []))
             vlog.advance(src_log.next_offset)
 
     # --- produce ----------------------------------------------------------------------
@@ -173,19 +174,21 @@ class Broker:
             data[0:8] = offset.to_bytes(8, "big", signed=True)
             lg.append(bytes(data), offset + b.last_offset_delta, b.max_timestamp)
             pos += b.size
-            records = [r.__class__(offset + (r.offset - b.base_offset), r.timestamp, r.key,
-                                   r.value, r.headers, r.attributes) for r in b.records]
-            self._deliver(topic, partition, records, b, offset + b.last_offset_delta + 1)
+            self._deliver(topic, partition, b, offset, offset + b.last_offset_delta + 1)
         self.changed.set()
         return base
 
-    def _deliver(self, topic: Topic, partition: int, records, batch: RecordBatch,
+    def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
                  end: int) -> None:
-        out = self.datapath.send(topic.number, partition, topic.schema, records)
+        out = {}
+        if self.datapath.wants(topic.number):  # else nobody is subscribed: skip the switch
+            shift = base - batch.base_offset
+            records = [dataclasses.replace(r, offset=r.offset + shift) for r in batch.records]
+            out = self.datapath.send(topic.number, partition, topic.schema, records)
         for port, got in out.items():
             view = self.view_ports.get(port)
             if view is not None:
-                self._append_view(self.logs[(view, partition)], got, batch)
+                self._append_view(self.logs[(view, partition)], got)
             # Group members' ports: their records are counted by the data path; members
             # read them from the topic's or view's log, which keeps committed offsets valid.
         src = self.logs[(topic.name, partition)]
@@ -195,7 +198,7 @@ class Broker:
             vlog.drop_before(src.start_offset)
 
     @staticmethod
-    def _append_view(vlog: PartitionLog, got: list, source_batch: RecordBatch) -> None:
+    def _append_view(vlog: PartitionLog, got: list) -> None:
         if not got:
             return
         records = [r for _, r in got]

@@ -108,14 +108,18 @@ class DataPath:
 
     # --- data -------------------------------------------------------------------------
 
+    def wants(self, topic_number: int) -> bool:
+        """Whether any subscription selects records of this topic."""
+        self.sync()
+        return topic_number in self.topics_wanted
+
     def send(self, topic_number: int, partition: int, schema: Schema | None,
              records: Sequence[Record], only: int | None = None) -> dict[int, list[tuple[int, Record]]]:
         """Records of one source partition through the switch: {port: [(offset, record)]}.
 
         `only` keeps what one port receives (replaying a source log into a new view).
         """
-        self.sync()
-        if topic_number not in self.topics_wanted or not records:
+        if not self.wants(topic_number) or not records:
             return {}
         frames: list[bytes] = []
         for r in records:

@@ -173,3 +173,19 @@ def test_list_offsets_earliest_latest(broker):
     lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     c.close()
     assert (lo, hi) == (0, 7)
+
+
+def test_large_record_crosses_the_switch_in_fragments(broker):
+    src, view = unique("large"), unique("large-view")
+    create(broker.bootstrap, NewTopic(src, 1, 1, config={"camus.schema": "kind:str4=header:kind"}))
+    create(broker.bootstrap, NewTopic(view, config={"camus.source": src,
+                                                    "camus.filter": 'kind == "big"'}))
+    p = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 2_000_000,
+                  "compression.type": "none"})
+    big = bytes(range(256)) * 3900  # ~1 MB: about 700 fragments through the switch
+    p.produce(src, b"small", headers=[("kind", b"tiny")])
+    p.produce(src, big, key=b"k", headers=[("kind", b"big")])
+    assert p.flush(10) == 0
+    got = consume(broker.bootstrap, view, 1, **{"fetch.max.bytes": 4_000_000,
+                                                 "receive.message.max.bytes": 5_000_000})
+    assert got[0].offset() == 1 and got[0].value() == big and got[0].key() == b"k"
