@@ -111,3 +111,11 @@ def test_offset_for_time_finds_the_first_record_at_or_after():
     assert lg.offset_for_time(150) == (1, 200)
     assert lg.offset_for_time(301) is None
     assert lg.max_timestamp() == (2, 300)
+
+
+def test_every_advertised_api_has_a_handler():
+    from shim.handlers import HANDLERS
+    from shim.protocol import REGISTRY
+
+    advertised = {api.name for api in REGISTRY}
+    assert advertised == set(HANDLERS), (advertised ^ set(HANDLERS))

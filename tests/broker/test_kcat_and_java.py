@@ -68,6 +68,12 @@ def test_java_producer_performance_and_end_to_end_latency(broker):
                     "100", "--throughput", "-1", "--producer-props", "acks=all",
                     "compression.type=lz4")
     assert re.search(r"^20000 records sent", out, re.M), out
+    # ConsumerPerformance joins a group (subscribe), so this is the Java group protocol too.
+    out = java_tool(libs, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+                    broker.bootstrap, "--topic", topic, "--num-records", "20000", "--group",
+                    unique("jgroup"), "--timeout", "30000")
+    consumed = out.strip().splitlines()[-1].split(", ")[4]  # data.consumed.in.nMsg
+    assert consumed == "20000", out
     out = java_tool(libs, "org.apache.kafka.tools.EndToEndLatency", "--bootstrap-server",
                     broker.bootstrap, "--topic", unique("je2e"), "--num-records", "300",
                     "--producer-acks", "1", "--record-size", "100")
