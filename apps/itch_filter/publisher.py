@@ -3,8 +3,8 @@
 Each packet is framed as Ethernet/IPv4/UDP to the feed's multicast group on UDP port 1234 and
 sent one of two ways:
 
-* `via_switch`: the frame goes into the embedded software switch (`switch.dataplane`, the
-  native implementation) on port 0, inline in this thread, and each copy leaves by its
+* `via_switch`: the frame goes into the embedded software switch (a `switch.dataplane`,
+  native by default) on port 0, inline in this thread, and each copy leaves by its
   egress port, bound to its subscriber's UDP socket on 127.0.0.1 (a copy travels as one
   datagram holding the whole frame, as `switch.ports.UdpPort` sends it);
 * `to_hosts`: the frame goes to every subscriber's socket (the host-filtering baseline; on a

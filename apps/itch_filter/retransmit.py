@@ -15,7 +15,7 @@ subscriber learns, for each number of a gap, whether it lost a message of its ow
 switch filtered that number out (see `apps.itch_filter.sequence`). The cost of asking is two
 bytes per filtered message, never the filtered message itself.
 
-`Store` and `answer` are pure; `Server` owns the socket and a thread.
+`Store` and `answer` do no I/O; `Server` owns the socket and a thread.
 """
 
 from __future__ import annotations
