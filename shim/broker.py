@@ -89,6 +89,10 @@ class Broker:
         lg = PartitionLog(self._log_dir(t, p), retention_bytes=retention,
                           retention_ms=t.int_config("retention.ms"), segment_bytes=seg)
         self.logs[(t.name, p)] = lg
+        for h in lg.headers():  # idempotent producers' recent sequences, as Kafka rebuilds them
+            if h.producer_id >= 0:
+                self.producers.record(h.producer_id, h.producer_epoch, t.name, p,
+                                      h.base_sequence, h.record_count, h.base_offset)
         return lg
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],

@@ -82,6 +82,12 @@ class PartitionLog:
                 total += len(b)
         return b"".join(out)
 
+    def headers(self):
+        """The header of every batch held, oldest first (no records decoded)."""
+        for s in self.segments:
+            for b in s.batches:
+                yield read_batch_header(b, verify_crc=False)
+
     def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped at or after `timestamp`."""
         for s in self.segments:

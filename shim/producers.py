@@ -13,8 +13,8 @@ offsets of the last five batches, as Kafka does:
 - an epoch lower than the one seen is INVALID_PRODUCER_EPOCH.
 
 The next producer id persists in the data dir (`producers.json`) so ids are not reused
-after a restart; sequence state is kept in memory only, so the first batch after a
-restart is accepted at any sequence (Kafka would rebuild it from the log).
+after a restart; the sequence windows are rebuilt from the batch headers in the logs when
+the broker starts (`record` per stored batch), as Kafka rebuilds its producer state.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ class Producers:
     def record(self, pid: int, epoch: int, topic: str, partition: int, first: int, count: int,
                base_offset: int) -> None:
         key = (pid, topic, partition)
+        self.epochs[pid] = max(self.epochs.get(pid, epoch), epoch)
         st = self.state.get(key)
         if st is None or epoch > st.epoch:
             st = self.state[key] = _State(epoch)

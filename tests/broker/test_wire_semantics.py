@@ -31,7 +31,8 @@ def produce(s, topic, batch, acks=-1, correlation_id=7):
 
 
 def idem_batch(pid, epoch, seq, n, first_value=0):
-    recs = [Record(i, 1000, None, f"v{first_value + i}".encode()) for i in range(n)]
+    now = int(time.time() * 1000)  # a 1970 timestamp would be expired by retention.ms at once
+    recs = [Record(i, now, None, f"v{first_value + i}".encode()) for i in range(n)]
     return encode_batch(recs, base_offset=0, producer_id=pid, producer_epoch=epoch,
                         base_sequence=seq)
 
@@ -97,4 +98,30 @@ def test_view_is_read_only_and_fetch_long_polls(broker):
     assert fetched.responses[0].partitions[0].records in (b"", None)
     cluster = call(s, 60, 1, include_cluster_authorized_operations=False, endpoint_type=1)
     assert cluster.error_code == 0 and cluster.brokers[0].port == broker.port
+    s.close()
+
+
+def test_idempotent_state_is_rebuilt_from_the_log_after_a_restart(camus_server, tmp_path):
+    from .test_bad_input import connect as connect_to
+
+    s1 = camus_server(tmp_path / "d")
+    s = connect_to(s1)
+    topic = unique("idem-restart")
+    create_topic(s, topic)
+    init = call(s, 22, 4, transactional_id=None, transaction_timeout=60000, producer_id=-1,
+                producer_epoch=-1)
+    pid, epoch = init.producer_id, init.producer_epoch
+    part = lambda r: r.responses[0].partition_responses[0]  # noqa: E731
+    produce(s, topic, idem_batch(pid, epoch, 0, 2))
+    produce(s, topic, idem_batch(pid, epoch, 2, 2))
+    s.close()
+    s1.stop()
+    s = connect_to(camus_server(tmp_path / "d"))
+    retry = part(produce(s, topic, idem_batch(pid, epoch, 2, 2)))  # a retry across the restart
+    assert (retry.error_code, retry.base_offset) == (0, 2)
+    assert part(produce(s, topic, idem_batch(pid, epoch, 7, 1))).error_code == 45
+    assert part(produce(s, topic, idem_batch(pid, epoch, 4, 1))).base_offset == 4
+    fresh = call(s, 22, 4, transactional_id=None, transaction_timeout=60000, producer_id=-1,
+                 producer_epoch=-1)
+    assert fresh.producer_id != pid  # ids are not handed out twice
     s.close()
