@@ -15,7 +15,7 @@ import pytest
 from compiler.compile import compile_files
 from compiler.p4 import write_p4
 from compiler.p4.__main__ import main as p4_main
-from compiler.p4info import build_p4info
+from compiler.p4.runtime import program_p4info
 from tests.p4.p4_structure import problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def test_golden(case, tmp_path):
     c = compile_files(ROOT / SPECS[case], GOLDEN / case / "rules.txt")
     write_p4(c.pipeline, c.entries, tmp_path)
     _compare(tmp_path, GOLDEN / case)
-    assert problems((tmp_path / "program.p4").read_text(), build_p4info(c.pipeline)) == []
+    assert problems((tmp_path / "program.p4").read_text(), program_p4info(c.pipeline)) == []
 
 
 def test_golden_three_applications_in_one_program(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 from compiler.compile import compile_text
 from compiler.p4 import emit_program
 from compiler.p4.names import KEYWORDS, ident
+from compiler.p4.runtime import program_p4info
 from compiler.p4info import build_p4info
 from tests.p4.p4_structure import problems
 
@@ -109,7 +110,8 @@ def test_slot_count_shapes_parser_and_pruning(slots):
     assert program.count("packet.extract(hdr.itch_len_") == slots
     assert f"itch_block_{slots}" not in program
     assert program.count("resubmit_preserving_field_list(1);") == 1
-    assert problems(program, build_p4info(c.pipeline)) == []
+    assert program.count("table itch_member_") == slots  # one membership table per slot
+    assert problems(program, program_p4info(c.pipeline, slots)) == []
 
 
 def test_slot_count_is_bounded_by_the_keep_mask():
