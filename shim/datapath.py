@@ -31,6 +31,7 @@ from shim.protocol.records import Record
 from shim.schema import SLOTS, Schema
 from shim.subscriptions import Subscription, kafka_spec, rules_for
 from switch import dataplane
+from switch.entries import EntryError
 
 log = logging.getLogger("camus.datapath")
 INGRESS_PORT = 0
@@ -50,6 +51,7 @@ class DataPath:
         self.spec = kafka_spec()
         empty = compile_rules(self.spec, [], static=True)
         self.pipeline = empty.pipeline
+        self.impl = impl
         self.switch = dataplane.load(self.pipeline, empty.entries, impl=impl)
         self.entries = empty.entries
         self.subscriptions: dict[int, Subscription] = {}
@@ -90,14 +92,21 @@ class DataPath:
         compiled = compile_rules(self.spec, rules_for(self.spec, subs), static=True)
         assert compiled.pipeline == self.pipeline, "a static pipeline must not depend on rules"
         changes = diff(self.entries, compiled.entries)
-        for op, item in changes.steps():
-            if op == "set_group":
-                gid, reps = item
-                self.switch.set_group(gid, reps)
-            elif op == "delete_group":
-                self.switch.delete_group(item)
-            else:
-                getattr(self.switch, op)(item)
+        try:
+            for op, item in changes.steps():
+                if op == "set_group":
+                    gid, reps = item
+                    self.switch.set_group(gid, reps)
+                elif op == "delete_group":
+                    self.switch.delete_group(item)
+                else:
+                    getattr(self.switch, op)(item)
+        except EntryError:
+            # The switch refused a write the diff believed valid: never run half-updated;
+            # load the whole compiled state into a fresh switch instead.
+            log.exception("incremental switch update failed; reloading all %d entries",
+                          len(compiled.entries["table_entries"]))
+            self.switch = dataplane.load(self.pipeline, compiled.entries, impl=self.impl)
         self.entries = compiled.entries
         self.topics_wanted = {s.topic_id for s in subs}
         self._dirty = False

@@ -119,3 +119,15 @@ def test_every_advertised_api_has_a_handler():
 
     advertised = {api.name for api in REGISTRY}
     assert advertised == set(HANDLERS), (advertised ^ set(HANDLERS))
+
+
+def test_a_refused_incremental_write_falls_back_to_a_full_reload():
+    dp = DataPath("python")
+    a, b = dp.allocate_port(), dp.allocate_port()
+    dp.subscribe(a, 1)
+    dp.sync()
+    dp.entries = {"camus_entries": 1, "table_entries": [], "multicast_groups": []}  # out of step
+    dp.subscribe(b, 1, frozenset([0]))
+    dp.sync()  # inserting what the switch already holds is refused; the reload repairs it
+    out = dp.send(1, 0, None, [Record(0, 1, None, b"x")])
+    assert sorted(out) == [a, b]
