@@ -242,9 +242,10 @@ def summary(demo: Demo) -> str:
         + ", ".join(f"{run.mode} {run.load:.1f}" for run in demo.runs),
         "",
         "counts are totals over the rounds; 'packets': datagrams from the feed; 'answers': from the "
-        "retransmission server",
+        "retransmission server; 'cpu ms': the subscriber process's CPU time while receiving",
         f"{'subscriber':<20} {'mode':<6} {'expected':>8} {'received':>8} {'recovered':>9} {'packets':>7} "
-        f"{'answers':>7} {'unwanted':>8} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} {'max us':>8}  ok",
+        f"{'answers':>7} {'unwanted':>8} {'cpu ms':>7} {'p50 us':>8} {'p90 us':>8} {'p99 us':>8} "
+        f"{'max us':>8}  ok",
     ]
     for s in demo.subscriptions:
         for mode, runs in modes.items():
@@ -256,7 +257,7 @@ def summary(demo: Demo) -> str:
                 f"{s.name:<20} {mode:<6} {len(runs) * len(demo.expected[s.name]):>8} "
                 f"{sum(len(r.received) for r in rs):>8} {sum(len(r.recovered) for r in rs):>9} "
                 f"{sum(r.datagrams for r in rs):>7} {sum(r.answers for r in rs):>7} "
-                f"{sum(r.unwanted for r in rs):>8} {cells}  "
+                f"{sum(r.unwanted for r in rs):>8} {1000 * sum(r.cpu_seconds for r in rs):>7,.0f} {cells}  "
                 f"{'yes' if ok else 'NO'}")
     lines.append("")
     for mode, values in pooled_latencies(demo).items():

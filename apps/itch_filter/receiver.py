@@ -50,6 +50,7 @@ class Result:
     answers: int = 0  # from the retransmission server
     bytes: int = 0  # of both
     requests: int = 0
+    cpu_seconds: float = 0.0  # this process's CPU time while receiving (user + system)
     complete: bool = False
     unexplained: list[tuple[int, int]] = field(default_factory=list)
 
@@ -86,6 +87,7 @@ class Receiver:
     def run(self, deadline_seconds: float) -> Result:
         """Receive until the session ended and every gap is explained, or the deadline."""
         r, tracker = self.result, self.tracker
+        cpu_start = time.process_time()
         deadline = time.monotonic() + deadline_seconds
         last_request = time.monotonic()
         rounds = 0
@@ -133,6 +135,7 @@ class Receiver:
                         break
                 self._request_unexplained()
                 last_request = now_ns / 1e9
+        r.cpu_seconds = time.process_time() - cpu_start
         r.duplicates = sum(s.duplicates for s in tracker.sessions.values())
         r.unexplained = [g for s in tracker.sessions.values() for g in s.unexplained(16)]
         return r
