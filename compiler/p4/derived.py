@@ -35,9 +35,9 @@ def decision_tables(app: dict) -> set[str]:
     return {t for st in app["stages"] for t in (st["table"], st["default_table"])} | {app["leaf_table"]}
 
 
-def entries(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS) -> dict:
+def entries(pipeline: dict, entries_doc: dict, slots: int = DEFAULT_SLOTS) -> dict:
     """Membership entries and the all-ports group for every MoldUDP64 application, as entries.json."""
-    groups = {g["id"]: g["replicas"] for g in entries.get("multicast_groups", [])}
+    groups = {g["id"]: g["replicas"] for g in entries_doc.get("multicast_groups", [])}
     if ALL_PORTS_GROUP in groups:
         raise ValueError(f"multicast group {ALL_PORTS_GROUP} is reserved for the P4 program's "
                          f"all-ports group; recompile the rules with this camus")
@@ -49,7 +49,7 @@ def entries(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS) -> dict:
         layout = AppLayout(app, slots)
         tables = decision_tables(app)
         used = set()
-        for e in entries.get("table_entries", []):
+        for e in entries_doc.get("table_entries", []):
             if e["table"] not in tables:
                 continue
             if e["action"] == "fwd":
