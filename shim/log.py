@@ -6,9 +6,11 @@ base offset patched in; a view partition keeps batches the data path encoded fro
 records the switch delivered, carrying the source offsets, so consecutive batches may
 leave gaps. A batch is never split: Fetch returns whole batches.
 
-On disk a log is a directory of segment files named by their first offset (20 digits,
-as Kafka names them), each the concatenation of its batches. The last segment is
-active; it rolls once it passes `segment_bytes`. Retention drops whole segments from
+With a data dir the batches live only in the files (an index of offsets and positions
+stays in memory; Fetch reads a contiguous run of batches with one read); without one,
+and for views, which are derived, they live in memory. On disk a log is a directory of
+segment files named by their first offset (20 digits, as Kafka names them), each the
+concatenation of its batches. The last segment is active; it rolls once it passes `segment_bytes`. Retention drops whole segments from
 the front: while the log exceeds `retention_bytes`, or while the oldest segment's
 newest timestamp is older than `retention_ms`. When every batch has expired an empty
 active segment named by the log end offset stays behind, so the next offset survives
@@ -31,12 +33,32 @@ DEFAULT_SEGMENT_BYTES = 8 << 20
 
 @dataclass
 class Segment:
+    """Batches back to back: in `data` (in memory) or in the file at `path` (not in memory)."""
+
     base_offset: int
     path: Path | None
-    batches: list[bytes] = field(default_factory=list)
+    data: bytearray | None = None
+    firsts: list[int] = field(default_factory=list)  # base offset of each batch
     lasts: list[int] = field(default_factory=list)  # last offset of each batch, for bisect
+    starts: list[int] = field(default_factory=list)  # byte position of each batch
     size: int = 0
     max_timestamp: int = -1
+
+    def span(self, i: int, j: int) -> bytes:
+        """The bytes of batches i..j-1."""
+        a = self.starts[i]
+        b = self.starts[j] if j < len(self.starts) else self.size
+        if self.data is not None:
+            return bytes(self.data[a:b])
+        with open(self.path, "rb") as f:
+            f.seek(a)
+            return f.read(b - a)
+
+    def add(self, first: int, last: int, length: int) -> None:
+        self.firsts.append(first)
+        self.lasts.append(last)
+        self.starts.append(self.size)
+        self.size += length
 
 
 class PartitionLog:
@@ -60,8 +82,8 @@ class PartitionLog:
     @property
     def start_offset(self) -> int:
         for s in self.segments:
-            if s.batches:
-                return read_batch_header(s.batches[0], verify_crc=False).base_offset
+            if s.firsts:
+                return s.firsts[0]
         return self.next_offset
 
     @property
@@ -74,38 +96,46 @@ class PartitionLog:
         for s in self.segments:
             if not s.lasts or s.lasts[-1] < offset:
                 continue
-            i = bisect.bisect_left(s.lasts, offset)
-            for b in s.batches[i:]:
-                if out and total + len(b) > max_bytes:
-                    return b"".join(out)
-                out.append(b)
-                total += len(b)
+            i = j = bisect.bisect_left(s.lasts, offset)
+            while j < len(s.starts):
+                end = s.starts[j + 1] if j + 1 < len(s.starts) else s.size
+                length = end - s.starts[j]
+                if (out or j > i) and total + length > max_bytes:
+                    break
+                total += length
+                j += 1
+            if j > i:
+                out.append(s.span(i, j))
+            if j < len(s.starts):
+                break
         return b"".join(out)
 
     def headers(self):
         """The header of every batch held, oldest first (no records decoded)."""
         for s in self.segments:
-            for b in s.batches:
-                yield read_batch_header(b, verify_crc=False)
+            for i in range(len(s.starts)):
+                yield read_batch_header(s.span(i, i + 1), verify_crc=False)
+
+    def _batches(self):
+        for s in self.segments:
+            for i in range(len(s.starts)):
+                yield s.span(i, i + 1)
 
     def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped at or after `timestamp`."""
-        for s in self.segments:
-            for b in s.batches:
-                if read_batch_header(b, verify_crc=False).max_timestamp >= timestamp:
-                    for r in decode_batch(b, verify_crc=False).records:
-                        if r.timestamp >= timestamp:
-                            return r.offset, r.timestamp
+        for b in self._batches():
+            if read_batch_header(b, verify_crc=False).max_timestamp >= timestamp:
+                for r in decode_batch(b, verify_crc=False).records:
+                    if r.timestamp >= timestamp:
+                        return r.offset, r.timestamp
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the batch with the newest timestamp, (-1, -1) if empty."""
         best = (-1, -1)
-        for s in self.segments:
-            for b in s.batches:
-                h = read_batch_header(b, verify_crc=False)
-                if h.max_timestamp > best[1]:
-                    best = (h.last_offset, h.max_timestamp)
+        for h in self.headers():
+            if h.max_timestamp > best[1]:
+                best = (h.last_offset, h.max_timestamp)
         return best
 
     # --- writing --------------------------------------------------------------------
@@ -115,15 +145,16 @@ class PartitionLog:
         active = self.segments[-1]
         if active.size >= self.segment_bytes:
             active = self._roll(self.next_offset)
-        active.batches.append(batch)
-        active.lasts.append(last_offset)
-        active.size += len(batch)
+        first = int.from_bytes(batch[0:8], "big", signed=True)
+        if active.data is not None:
+            active.data += batch
+        else:
+            with open(active.path, "ab") as f:
+                f.write(batch)
+        active.add(first, last_offset, len(batch))
         # A batch without timestamps (-1) ages from when it arrived, not from 1970.
         stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
         active.max_timestamp = max(active.max_timestamp, stamp)
-        if active.path is not None:
-            with open(active.path, "ab") as f:
-                f.write(batch)
         self.next_offset = last_offset + 1
         self.enforce_retention()
 
@@ -135,7 +166,7 @@ class PartitionLog:
         """Drop expired segments from the front; returns how many were dropped."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         dropped = 0
-        while self.segments and self.segments[0].batches:
+        while self.segments and self.segments[0].starts:
             first = self.segments[0]
             # Kafka's rule: drop a segment only if what remains still holds retention_bytes.
             too_big = self.retention_bytes >= 0 and self.size - first.size >= self.retention_bytes
@@ -151,11 +182,17 @@ class PartitionLog:
         return dropped
 
     def drop_before(self, offset: int) -> None:
-        """Forget whole batches ending before `offset` (a view following its source's retention)."""
+        """Forget whole batches ending before `offset` (a view following its source's
+        retention; views live in memory)."""
         for s in self.segments:
-            while s.lasts and s.lasts[0] < offset:
-                s.size -= len(s.batches.pop(0))
-                s.lasts.pop(0)
+            k = bisect.bisect_left(s.lasts, offset)
+            if k == 0 or s.data is None:
+                continue
+            cut = s.starts[k] if k < len(s.starts) else s.size
+            del s.data[:cut]
+            s.firsts, s.lasts = s.firsts[k:], s.lasts[k:]
+            s.starts = [p - cut for p in s.starts[k:]]
+            s.size -= cut
 
     def delete(self) -> None:
         for s in self.segments:
@@ -170,34 +207,31 @@ class PartitionLog:
     # --- files ----------------------------------------------------------------------
 
     def _roll(self, base: int) -> Segment:
-        path = None
         if self.directory is not None:
             path = self.directory / f"{base:020d}.log"
             path.touch()
-        seg = Segment(base, path)
+            seg = Segment(base, path)
+        else:
+            seg = Segment(base, None, bytearray())
         self.segments.append(seg)
         return seg
 
     def _open(self) -> None:
-        files = sorted(self.directory.glob("*.log"))
-        for path in files:
+        for path in sorted(self.directory.glob("*.log")):
             seg = Segment(int(path.stem), path)
-            data = path.read_bytes()
+            data = path.read_bytes()  # once, to index the batches; reads go to the file
             pos = 0
             while pos < len(data):
                 try:
                     h = read_batch_header(data, pos)
                 except RecordBatchError:
                     break  # a torn tail: keep what was written whole
-                seg.batches.append(bytes(data[pos:pos + h.size]))
-                seg.lasts.append(h.last_offset)
+                seg.add(h.base_offset, h.last_offset, h.size)
                 seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
                 pos += h.size
             if pos != len(data):
                 with open(path, "r+b") as f:
                     f.truncate(pos)
                     os.fsync(f.fileno())
-            seg.size = pos
             self.segments.append(seg)
             self.next_offset = max(self.next_offset, seg.lasts[-1] + 1 if seg.lasts else seg.base_offset)
-

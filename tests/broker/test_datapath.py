@@ -131,3 +131,24 @@ def test_a_refused_incremental_write_falls_back_to_a_full_reload():
     dp.sync()  # inserting what the switch already holds is refused; the reload repairs it
     out = dp.send(1, 0, None, [Record(0, 1, None, b"x")])
     assert sorted(out) == [a, b]
+
+
+def test_file_backed_log_keeps_no_batches_in_memory_and_reads_across_segments(tmp_path):
+    lg = PartitionLog(tmp_path / "f", segment_bytes=700)
+    mem = PartitionLog(segment_bytes=700)
+    for _ in range(12):
+        b = batch(lg.next_offset, 2)
+        lg.append(b, lg.next_offset + 1, 1000)
+        mem.append(b, mem.next_offset + 1, 1000)
+    assert all(s.data is None for s in lg.segments) and len(lg.segments) > 3
+    for offset in (0, 5, 11, 23):
+        for budget in (1, 500, 1 << 20):
+            assert lg.read(offset, budget) == mem.read(offset, budget)
+    whole = lg.read(0, 1 << 20)
+    assert [h.base_offset for h in lg.headers()] == list(range(0, 24, 2))
+    assert len(whole) == lg.size
+    view = PartitionLog()
+    for o in (3, 9, 15):
+        view.append(encode_batch([Record(o, 1000, None, b"x")]), o, 1000)
+    view.drop_before(10)
+    assert view.start_offset == 15 and read_batch_header(view.read(0, 1)).base_offset == 15
