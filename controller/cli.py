@@ -15,6 +15,8 @@ from pathlib import Path
 
 import grpc
 
+from compiler.p4.derived import for_target
+
 from controller.p4runtime_client import DEFAULT_TARGET, ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
 
@@ -52,6 +54,11 @@ def run_push(args: argparse.Namespace) -> int:
             config = TargetConfig.software_switch(args.pipeline)
         entries_path = Path(args.pipeline) / "entries.json"
         entries = json.loads(entries_path.read_text()) if entries_path.exists() else {"camus_entries": 1}
+        # A P4 program for several-message ITCH needs entries derived from these (the
+        # all-ports group, the per-slot membership tables); a target without those tables
+        # (the software switch) gets entries.json as it is.
+        pipeline = json.loads((Path(args.pipeline) / "pipeline.json").read_text())
+        entries = for_target(pipeline, entries, config.p4info)
     except (OSError, ValueError) as exc:
         print(f"camus controller push: {exc}", file=sys.stderr)
         return 2
