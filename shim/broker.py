@@ -17,7 +17,6 @@ either way a long-poll waits on `changed`, set whenever any log grows.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import os
@@ -186,9 +185,8 @@ class Broker:
                  end: int) -> None:
         out = {}
         if self.datapath.wants(topic.number):  # else nobody is subscribed: skip the switch
-            shift = base - batch.base_offset
-            records = [dataclasses.replace(r, offset=r.offset + shift) for r in batch.records]
-            out = self.datapath.send(topic.number, partition, topic.schema, records)
+            out = self.datapath.send(topic.number, partition, topic.schema, batch.records,
+                                     shift=base - batch.base_offset)
         for port, got in out.items():
             view = self.view_ports.get(port)
             if view is not None:

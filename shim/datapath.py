@@ -123,17 +123,20 @@ class DataPath:
         return topic_number in self.topics_wanted
 
     def send(self, topic_number: int, partition: int, schema: Schema | None,
-             records: Sequence[Record], only: int | None = None) -> dict[int, list[tuple[int, Record]]]:
+             records: Sequence[Record], only: int | None = None,
+             shift: int = 0) -> dict[int, list[tuple[int, Record]]]:
         """Records of one source partition through the switch: {port: [(offset, record)]}.
 
-        `only` keeps what one port receives (replaying a source log into a new view).
+        `shift` is added to every record's offset (a batch as the producer numbered it, sent
+        before its stored copy was renumbered); `only` keeps what one port receives
+        (replaying a source log into a new view).
         """
         if not self.wants(topic_number) or not records:
             return {}
         frames: list[bytes] = []
         for r in records:
             slots = schema.extract(r.key, r.value, list(r.headers)) if schema else [0] * SLOTS
-            frames += reframe.packets(topic_number, partition, r.offset, slots,
+            frames += reframe.packets(topic_number, partition, r.offset + shift, slots,
                                       reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
         self.stats.records_in += len(records)
         self.stats.packets_in += len(frames)
