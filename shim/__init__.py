@@ -1,5 +1,15 @@
 """The Kafka broker shim: unmodified Kafka clients in front of the packet-subscription data plane.
 
 `shim.protocol` is the sans-IO wire codec (frames, headers, per-API messages, record
-batches); the server that owns sockets, topics, groups and logs is built on it.
+batches). `camus serve` (`shim.cli`) is built on it:
+
+  server.py          asyncio sockets, one `ServerConnection` per client, requests in order
+  handlers/          one module per API family, gathered into one dispatch table
+  broker.py          topics, logs, views, groups, offsets, producers: the broker's state
+  topics.py          topic definitions, `camus.*` configs, checked before a topic exists
+  log.py             partition logs: segment files, retention, whole-batch reads
+  datapath.py        records -> packets -> embedded switch -> endpoints; subscription diffs
+  groups.py          the classic consumer-group state machine
+  producers.py       idempotent producers' sequence windows
+  schema.py, subscriptions.py, reframe.py   the Kafka mapping (fields, rules, packets)
 """
