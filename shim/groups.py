@@ -10,7 +10,9 @@ Theory of operation (Kafka's classic protocol, one coordinator: this broker).
 - JoinGroup parks the member's answer (an asyncio future) and moves the group to
   PreparingRebalance. The rebalance completes when every known member has rejoined,
   or when the longest rebalance timeout passes, when members that did not rejoin are
-  dropped; a brand-new group waits `initial_delay` for companions first. Completion
+  dropped. A brand-new group may wait `initial_delay` for companions first; the default
+  is 0, as Kafka test clusters set group.initial.rebalance.delay.ms (and as the Kafka
+  peer in ../shared/peers/kafka runs). Completion
   bumps the generation, picks the first protocol every member offers, keeps or elects
   a leader, and answers every parked join (the leader also gets every member's
   metadata).
@@ -81,7 +83,7 @@ class Group:
 
 
 class Coordinator:
-    def __init__(self, on_assignments: Callable[[Group], None], initial_delay: float = 0.2,
+    def __init__(self, on_assignments: Callable[[Group], None], initial_delay: float = 0.0,
                  min_session_ms: int = 1000, max_session_ms: int = 1_800_000) -> None:
         self.groups: dict[str, Group] = {}
         self.on_assignments = on_assignments
@@ -108,6 +110,7 @@ class Coordinator:
         if not self.min_session_ms <= session_ms <= self.max_session_ms:
             raise GroupError("invalid_session_timeout")
         g = self.group(group_id)
+        log.debug("group %s: join from %r (state %s)", group_id, member_id, g.state)
         if g.members and (protocol_type != g.protocol_type
                           or not self._common(g, [n for n, _ in protocols])):
             raise GroupError("inconsistent_group_protocol")
@@ -128,6 +131,14 @@ class Coordinator:
             m = g.members[member_id] = Member(member_id, client_id, host, instance_id, session_ms,
                                               rebalance_ms, protocol_type, protocols)
         else:
+            unchanged = m.protocols == protocols
+            m.last_seen = time.monotonic()
+            # As Kafka: a member repeating its join with the same metadata (it missed the
+            # answer, or its client retried) gets the current generation back instead of
+            # starting another rebalance; only a leader's join in Stable forces one.
+            if unchanged and (g.state == COMPLETING
+                              or (g.state == STABLE and member_id != g.leader)):
+                return self._join_answer(g, m)
             if m.join is not None and not m.join.done():
                 m.join.set_exception(GroupError("rebalance_in_progress"))
             m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, session_ms, rebalance_ms
@@ -195,17 +206,23 @@ class Coordinator:
         if g.leader not in g.members:
             g.leader = next(iter(g.members))
         g.state = COMPLETING
+        log.info("group %s: generation %d, %d member(s), leader %s", g.group_id, g.generation,
+                 len(g.members), g.leader)
         for m in g.members.values():
             m.assignment = b""
         self._notify(g)
-        members = [{"member_id": m.member_id, "group_instance_id": m.instance_id,
-                    "metadata": m.metadata(g.protocol)} for m in g.members.values()]
         for m in g.members.values():
             if m.join is not None and not m.join.done():
-                m.join.set_result({"generation_id": g.generation, "protocol_type": g.protocol_type,
-                                   "protocol_name": g.protocol, "leader": g.leader,
-                                   "member_id": m.member_id,
-                                   "members": members if m.member_id == g.leader else []})
+                m.join.set_result(self._join_answer(g, m))
+
+    @staticmethod
+    def _join_answer(g: Group, m: Member) -> dict:
+        """The JoinGroup answer of the current generation (the leader also gets the members)."""
+        members = [{"member_id": o.member_id, "group_instance_id": o.instance_id,
+                    "metadata": o.metadata(g.protocol)} for o in g.members.values()]
+        return {"generation_id": g.generation, "protocol_type": g.protocol_type,
+                "protocol_name": g.protocol, "leader": g.leader, "member_id": m.member_id,
+                "members": members if m.member_id == g.leader else []}
 
     # --- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------
 
@@ -222,6 +239,8 @@ class Coordinator:
     async def sync(self, group_id: str, member_id: str, generation: int,
                    assignments: dict[str, bytes]) -> dict:
         g, m = self._member(group_id, member_id, generation)
+        log.debug("group %s: sync from %s (generation %d, state %s, %d assignments)",
+                  group_id, member_id, generation, g.state, len(assignments))
         if g.state == PREPARING:
             raise GroupError("rebalance_in_progress")
         if g.state == STABLE:

@@ -71,7 +71,7 @@ def camus_server():
 
 @pytest.fixture(scope="module")
 def broker():
-    s = Server()
+    s = Server(extra=["-v"] if os.environ.get("CAMUS_VERBOSE") else None)
     yield s
     s.stop()
 
