@@ -28,6 +28,47 @@ def register(subparsers) -> None:
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=run)
 
+    t = subparsers.add_parser(
+        "topic", help="create, delete or list topics and views on a running camus serve",
+        description="Topic administration (kafka-topics refuses camus.* configs on the client "
+                    "side). Example: camus topic create big --config camus.source=orders "
+                    "--config 'camus.filter=price > 100'")
+    t.add_argument("action", choices=("create", "delete", "list"))
+    t.add_argument("name", nargs="?")
+    t.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+    t.add_argument("--partitions", type=int, default=-1, help="default: the broker's")
+    t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic config (split at the first '='); repeatable")
+    t.set_defaults(func=run_topic)
+
+
+def run_topic(args: argparse.Namespace) -> int:
+    import sys
+
+    from shim import topic_client
+
+    if args.action == "list":
+        for name, partitions in topic_client.list_topics(args.bootstrap_server):
+            print(f"{name}\t{partitions}")
+        return 0
+    if not args.name:
+        print(f"camus topic {args.action}: a topic name is needed", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "create":
+            error = topic_client.create(args.bootstrap_server, args.name, args.partitions,
+                                        topic_client.parse_configs(args.config))
+        else:
+            error = topic_client.delete(args.bootstrap_server, args.name)
+    except (ValueError, OSError) as exc:
+        print(f"camus topic {args.action}: {exc}", file=sys.stderr)
+        return 2
+    if error:
+        print(f"camus topic {args.action} {args.name}: {error}", file=sys.stderr)
+        return 1
+    print(f"{'created' if args.action == 'create' else 'deleted'} {args.name}")
+    return 0
+
 
 def run(args: argparse.Namespace) -> int:
     from shim.broker import Config
