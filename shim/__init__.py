@@ -11,5 +11,6 @@ batches). `camus serve` (`shim.cli`) is built on it:
   datapath.py        records -> packets -> embedded switch -> endpoints; subscription diffs
   groups.py          the classic consumer-group state machine
   producers.py       idempotent producers' sequence windows
+  topic_client.py    `camus topic`: CreateTopics/DeleteTopics/Metadata from the command line
   schema.py, subscriptions.py, reframe.py   the Kafka mapping (fields, rules, packets)
 """
