@@ -1,8 +1,9 @@
 """Topic schemas: which fields of a Kafka record are filterable, and where each comes from.
 
 A topic declares its filterable fields in the topic config `camus.schema` (through
-CreateTopics, so `kafka-topics --create --config ...` and AdminClient work, or through the
-`--config` file): a comma-separated list of `name:type=source`.
+CreateTopics, so any AdminClient and `camus topic create` work, or through the `--config`
+file): a comma-separated list of `name:type=source`. Kafka's `kafka-topics` script cannot send
+it: it rejects unknown config names itself and splits values at every `=`.
 
     camus.schema=stock:str8=$.stock,price:u32=$.price,side:str1=header:side
 
