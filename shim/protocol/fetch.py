@@ -56,7 +56,9 @@ def _error(body: Any, version: int, code: ErrorCode, message: str | None) -> dic
                         "last_stable_offset": -1,
                         "log_start_offset": -1,
                         "preferred_read_replica": -1,
-                        "records": None,
+                        # Kafka sends an empty record set, never null, for a partition
+                        # in error: librdkafka rejects a null one.
+                        "records": b"",
                     }
                     for p in t.partitions
                 ],
