@@ -191,8 +191,9 @@ class Broker:
             view = self.view_ports.get(port)
             if view is not None:
                 self._append_view(self.logs[(view, partition)], got)
-            # Group members' ports: their records are counted by the data path; members
-            # read them from the topic's or view's log, which keeps committed offsets valid.
+            # Group members' ports are subscribed with log=False: the data path counts what
+            # they receive; members read the topic's or view's log, so committed offsets stay
+            # valid across rebalances.
         src = self.logs[(topic.name, partition)]
         for v in self.catalog.views_of(topic.name):
             vlog = self.logs[(v.name, partition)]
@@ -243,7 +244,8 @@ class Broker:
                 source = self.catalog.get(t.source) if t.is_view else t
                 if name not in ports:
                     ports[name] = self.datapath.allocate_port()
-                self.datapath.subscribe(ports[name], source.number, frozenset(parts), t.filter)
+                self.datapath.subscribe(ports[name], source.number, frozenset(parts), t.filter,
+                                        log=False)
         for key in [k for k in self.member_ports if k[0] == group.group_id and k not in live]:
             for port in self.member_ports.pop(key).values():
                 self.datapath.unsubscribe(port)

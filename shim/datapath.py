@@ -12,8 +12,11 @@ difference (`controller.diff`) into the switch.
 
 `send(topic, partition, records)` extracts each record's slots with the topic's schema,
 reframes it (`shim.reframe`, fragments for large records), runs the packets through the
-switch and reassembles what each port receives; it returns {port: [(offset, record)]}, in
-offset order. Topics nobody subscribes to skip the switch entirely (there is nobody to
+switch and reassembles what each log endpoint (a view) receives; it returns
+{port: [(offset, record)]}, in offset order. Group members' ports are subscribed with
+`log=False`: Fetch serves a member from its topic's or view's log (which holds the same
+records for the partitions it was assigned, and stays valid across rebalances), so what
+their ports receive is counted per port (`Stats.packets_out`) and not decoded. Topics nobody subscribes to skip the switch entirely (there is nobody to
 deliver to); their records are still in the source log that plain consumers read.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compiler.ast import Const, Filter
 from compiler.compile import compile_rules
@@ -41,7 +44,8 @@ INGRESS_PORT = 0
 class Stats:
     records_in: int = 0
     packets_in: int = 0
-    deliveries: int = 0
+    deliveries: int = 0  # records reassembled at log endpoints
+    packets_out: dict[int, int] = field(default_factory=dict)  # port -> packets it received
     syncs: int = 0
     writes: int = 0  # entry and group writes, summed over syncs
 
@@ -57,6 +61,7 @@ class DataPath:
         self.subscriptions: dict[int, Subscription] = {}
         self.reassemblers: dict[int, reframe.Reassembler] = {}
         self.topics_wanted: set[int] = set()
+        self.log_ports: set[int] = set()  # endpoints whose packets are reassembled into records
         self.stats = Stats()
         self._dirty = False
         self._free_ports: list[int] = []
@@ -71,16 +76,24 @@ class DataPath:
         return self._next_port - 1
 
     def subscribe(self, port: int, topic_number: int, partitions: frozenset[int] | None = None,
-                  filter: Filter = Const(True)) -> None:
+                  filter: Filter = Const(True), log: bool = True) -> None:
+        """Port `port` is to receive `topic_number`'s records (of `partitions`, or all) that
+        pass `filter`; `log=False` only counts what it receives (see the module text)."""
         sub = Subscription(topic_number, port, partitions, filter)
         if self.subscriptions.get(port) != sub:
             self.subscriptions[port] = sub
             self._dirty = True
+        if log:
+            self.log_ports.add(port)
+        else:
+            self.log_ports.discard(port)
 
     def unsubscribe(self, port: int, release: bool = True) -> None:
         if self.subscriptions.pop(port, None) is not None:
             self._dirty = True
         self.reassemblers.pop(port, None)
+        self.log_ports.discard(port)
+        self.stats.packets_out.pop(port, None)
         if release:
             self._free_ports.append(port)
 
@@ -141,9 +154,11 @@ class DataPath:
         self.stats.records_in += len(records)
         self.stats.packets_in += len(frames)
         out: dict[int, list[tuple[int, Record]]] = {}
+        counts = self.stats.packets_out
         for copies in self.switch.process_batch(frames, INGRESS_PORT):
             for port, frame in copies:
-                if only is not None and port != only:
+                counts[port] = counts.get(port, 0) + 1
+                if port not in self.log_ports or (only is not None and port != only):
                     continue
                 done = self.reassemblers.setdefault(port, reframe.Reassembler()).push(frame)
                 if done is not None:

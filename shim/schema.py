@@ -42,18 +42,18 @@ class SchemaField:
     source: str  # json | header | key | bytes
     path: tuple = ()  # json: keys/indices; header: (name,); bytes: (offset, length)
     slot: int = 0
+    # Derived from `type` once, because extraction reads them for every field of every record.
+    is_string: bool = field(init=False, repr=False, compare=False)
+    width: int = field(init=False, repr=False, compare=False)  # bits
+    zero: int = field(init=False, repr=False, compare=False)  # the value of a missing field
 
-    @property
-    def width(self) -> int:
-        return int(self.type[3:]) * 8 if self.is_string else int(self.type[1:])
-
-    @property
-    def is_string(self) -> bool:
-        return self.type.startswith("str")
-
-    @property
-    def zero(self) -> int:
-        return int.from_bytes(b" " * (self.width // 8), "big") if self.is_string else 0
+    def __post_init__(self) -> None:
+        is_string = self.type.startswith("str")
+        width = int(self.type[3:]) * 8 if is_string else int(self.type[1:])
+        object.__setattr__(self, "is_string", is_string)
+        object.__setattr__(self, "width", width)
+        object.__setattr__(self, "zero",
+                           int.from_bytes(b" " * (width // 8), "big") if is_string else 0)
 
 
 @dataclass
@@ -193,6 +193,6 @@ def _from_bytes(f: SchemaField, value: bytes | None) -> int | None:
 
 def _string(f: SchemaField, raw: bytes | None) -> int | None:
     size = f.width // 8
-    if raw is None or len(raw) > size or any(b > 127 for b in raw):
+    if raw is None or len(raw) > size or not raw.isascii():
         return None
     return int.from_bytes(raw.ljust(size, b" "), "big")

@@ -70,3 +70,23 @@ def test_pending_is_bounded():
         first = packets(1, 0, off, [0] * 8, Record(0, None, b"y" * 3000))[0]
         r.push(first)
     assert len(r.pending) == 3 and r.evicted == 7
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1),
+       st.integers(0, 0xFFFF), st.integers(0, 0xFFFF))
+def test_frames_have_valid_ipv4_and_udp_lengths(payload, src, dst, sport, dport):
+    # The framer sums the constant header words once; every frame must still carry a
+    # header whose checksum verifies and lengths that cover exactly the payload.
+    from shim.reframe import Addressing, _framer
+    a = Addressing(src_ip=src.to_bytes(4, "big"), dst_ip=dst.to_bytes(4, "big"),
+                   src_port=sport, dst_port=dport)
+    frame = _framer(a)(payload)
+    ip = frame[14:34]
+    assert frame[12:14] == b"\x08\x00" and ip[0] == 0x45 and ip[9] == 17
+    assert ipv4_checksum(ip) == 0  # a correct header sums to 0xFFFF, complemented 0
+    assert int.from_bytes(ip[2:4], "big") == len(frame) - 14
+    assert ip[12:16] == a.src_ip and ip[16:20] == a.dst_ip
+    assert int.from_bytes(frame[38:40], "big") == 8 + len(payload)
+    assert frame[34:38] == sport.to_bytes(2, "big") + dport.to_bytes(2, "big")
+    assert frame[42:] == payload
