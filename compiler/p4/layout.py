@@ -44,6 +44,12 @@ class AppLayout:
         msg = app["message"]
         self.message_bytes = msg["bytes"]
         self.headers = msg["headers"]  # [{"name", "bits", "fields": [...]}]
+        for h in self.headers + ([app["packet_header"]] if app.get("packet_header") else []):
+            # p4c-bm2-ss: "BMv2 target only supports headers with fields totaling a multiple
+            # of 8 bits" (a fatal target error).
+            if sum(f["width"] for f in h["fields"]) % 8:
+                raise ValueError(f"application {app['name']!r}: header {h['name']!r} is not a whole "
+                                 f"number of bytes, which bmv2 refuses")
         if sum(h["bits"] for h in self.headers) != 8 * self.message_bytes:
             raise ValueError(f"application {app['name']!r}: message headers do not add up to "
                              f"{self.message_bytes} bytes")

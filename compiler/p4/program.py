@@ -12,6 +12,8 @@ is plain IP traffic for `ipv4_lpm`.
 
 from __future__ import annotations
 
+import re
+
 from compiler import intervals
 from compiler.p4 import mold
 from compiler.p4.controls import egress, ingress
@@ -129,9 +131,23 @@ def _headers(apps: list[AppLayout], state_width: int) -> str:
         for t, name, kept, why in mold.metadata(a):
             meta.append(f"    {'@field_list(1) ' if kept else ''}{t} {name};  // {why}")
         meta += [f"    bit<{f.width}> {a.key_expr(f)[len('meta.'):]};" for f in a.fields.values()]
+    # p4c refuses a type, a header instance or a metadata field declared twice ("Duplicate
+    # declaration"); IR names can meet generated ones (a header `itch_len` of application itch).
+    _unique("header type", re.findall(r"^header (\w+) \{", "\n".join(out), re.M))
+    _unique("header instance", [n for _, n in instances])
+    _unique("metadata field", re.findall(r"^\s*(?:@field_list\(1\) )?bit<\d+>\s+(\w+);", "\n".join(meta), re.M))
     out.append("struct headers_t {\n" + "".join(f"    {t} {n};\n" for t, n in instances) + "}\n")
     out.append("struct metadata_t {\n" + "\n".join(meta) + "\n}\n")
     return "\n".join(out)
+
+
+def _unique(what: str, names: list[str]) -> None:
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"{what} {n!r} would be declared twice in the P4 program; rename the "
+                             f"header or field in the spec")
+        seen.add(n)
 
 
 # ---- PARSER --------------------------------------------------------------------------------

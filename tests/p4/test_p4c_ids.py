@@ -1,0 +1,87 @@
+"""The P4Info carries the ids and aliases p4c gives the same names, and the emitter refuses
+what p4c-bm2-ss would refuse (headers that are not whole bytes, names declared twice).
+
+The reference ids are p4c's own output for programs that are public: `NoAction` (in every
+p4c P4Info) and the p4lang tutorials' basic.p4 (`MyIngress.ipv4_lpm`, `MyIngress.ipv4_forward`,
+`MyIngress.drop`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from compiler.compile import compile_files
+from compiler.p4 import emit_program
+from compiler.p4.runtime import jenkins_one_at_a_time, p4c_id_map, program_p4info, shortest_unique_suffixes
+from compiler.p4info import PREFIX
+from compiler.p4runtime_protos import p4info_pb2, p4runtime_pb2
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "p4"
+
+
+def test_ids_are_p4cs_for_public_p4c_outputs():
+    assert p4c_id_map(PREFIX.ACTION, ["NoAction"], set()) == {"NoAction": 21257015}
+    assert p4c_id_map(PREFIX.TABLE, ["MyIngress.ipv4_lpm"], set()) == {"MyIngress.ipv4_lpm": 37375156}
+    assert p4c_id_map(PREFIX.ACTION, ["MyIngress.ipv4_forward", "MyIngress.drop"], set()) == {
+        "MyIngress.ipv4_forward": 28792405, "MyIngress.drop": 25652968}
+
+
+def test_a_collision_takes_the_next_value_in_sorted_order():
+    h = jenkins_one_at_a_time("a") & 0xFFFFFF
+    taken = {PREFIX.TABLE << 24 | h}
+    assert p4c_id_map(PREFIX.TABLE, ["a"], taken) == {"a": PREFIX.TABLE << 24 | (h + 1) & 0xFFFFFF}
+
+
+def test_aliases_are_shortest_unique_suffixes():
+    assert shortest_unique_suffixes(["CamusIngress.fwd", "NoAction", "CamusEgress.t", "CamusIngress.t"]) == {
+        "CamusIngress.fwd": "fwd", "NoAction": "NoAction", "CamusEgress.t": "CamusEgress.t",
+        "CamusIngress.t": "CamusIngress.t"}
+
+
+@pytest.mark.parametrize("case", ["itch", "int", "kafka", "all"])
+def test_golden_p4info_ids_and_entries(case):
+    info = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
+    for kind, items in ((PREFIX.TABLE, info.tables), (PREFIX.ACTION, info.actions)):
+        want = p4c_id_map(kind, [x.preamble.name for x in items], set())
+        assert {x.preamble.name: x.preamble.id for x in items} == want
+        assert all(x.preamble.alias == x.preamble.name.rsplit(".", 1)[-1] for x in items)
+    actions = {a.preamble.id for a in info.actions}
+    for t in info.tables:
+        assert {r.id for r in t.action_refs} <= actions
+        assert [list(r.annotations) for r in t.action_refs if r.scope == p4info_pb2.ActionRef.DEFAULT_ONLY] == \
+            [["@defaultonly"]]
+    req = text_format.Parse((GOLDEN / case / "entries.txtpb").read_text(), p4runtime_pb2.WriteRequest())
+    assert (req.device_id, req.election_id.high, req.election_id.low) == (1, 0, 1)
+
+
+def _itch_pipeline():
+    c = compile_files(ROOT / "p4/itch/itch.p4", GOLDEN / "itch" / "rules.txt")
+    return json.loads(json.dumps(c.pipeline))
+
+
+def test_a_header_that_is_not_whole_bytes_is_refused():
+    p = _itch_pipeline()
+    p["applications"][0]["message"]["headers"][0]["fields"][0]["width"] -= 1
+    with pytest.raises(ValueError, match="whole number of bytes"):
+        emit_program(p)
+
+
+def test_an_ir_header_meeting_a_generated_name_is_refused():
+    p = _itch_pipeline()
+    app = p["applications"][0]
+    app["message"]["headers"].append(copy.deepcopy(app["message"]["headers"][0]))
+    app["message"]["headers"][-1]["name"] = "itch_len"
+    app["message"]["bytes"] *= 2
+    with pytest.raises(ValueError, match="declared twice"):
+        emit_program(p)
+
+
+def test_program_p4info_is_deterministic():
+    p = _itch_pipeline()
+    assert program_p4info(p) == program_p4info(p)
