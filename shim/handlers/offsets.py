@@ -1,27 +1,37 @@
 """OffsetCommit and OffsetFetch: committed offsets per group, persisted in the data dir.
 
-A commit from a member is checked against the group's generation (ILLEGAL_GENERATION,
-UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS); a commit with generation -1 comes from a
-client outside group management and is accepted as Kafka accepts it for an empty group.
+A commit from a member is checked against the group's generation as Kafka checks it
+(ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID; REBALANCE_IN_PROGRESS only while the group is
+CompletingRebalance); a commit with generation -1 comes from a client outside group
+management and is accepted when the group is empty, as Kafka accepts it.
 """
 
 from __future__ import annotations
 
-from shim.groups import COMPLETING, PREPARING
+from shim.groups import COMPLETING, EMPTY
 from shim.protocol import ErrorCode, offsets
 from shim.protocol.entities import topic_ref
 
 
 def _commit_error(ctx, body) -> ErrorCode:
+    # As Kafka's ClassicGroup.validateOffsetCommit: a member of the current generation may
+    # commit while the group is PreparingRebalance (consumers commit what they processed
+    # as they give their partitions up; refusing loses those commits and redelivers the
+    # records); only CompletingRebalance answers REBALANCE_IN_PROGRESS.
     generation = getattr(body, "generation_id_or_member_epoch", -1)
-    if generation < 0:
-        return ErrorCode.none
+    member_id = getattr(body, "member_id", "") or ""
     g = ctx.broker.coordinator.groups.get(body.group_id)
-    if g is None or body.member_id not in g.members:
+    empty = g is None or g.state == EMPTY
+    if generation < 0 and empty:
+        return ErrorCode.none  # the admin client, or a consumer outside group management
+    if generation >= 0 or member_id:
+        if g is None or member_id not in g.members:
+            return ErrorCode.unknown_member_id
+        if generation != g.generation:
+            return ErrorCode.illegal_generation
+    elif not empty:
         return ErrorCode.unknown_member_id
-    if generation != g.generation:
-        return ErrorCode.illegal_generation
-    if g.state in (PREPARING, COMPLETING):
+    if g.state == COMPLETING:
         return ErrorCode.rebalance_in_progress
     return ErrorCode.none
 
