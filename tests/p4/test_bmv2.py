@@ -3,8 +3,8 @@
 Neither tool is in any package registry the development machines reach, so every test here
 skips unless the tool is on PATH; on such machines nothing here has ever run, and nothing
 claims the programs compile. Where p4c exists: every golden program compiles, and p4c's
-P4Info has the tables, keys, actions and parameters ours has (ids may differ: the
-controller resolves names). Where simple_switch_grpc exists too: the controller's `push`
+P4Info has the tables, keys, actions and parameters ours has, with the same ids and aliases
+(the controller resolves names all the same). Where simple_switch_grpc exists too: the controller's `push`
 writes each program and its entries plus the derived ones (`compiler.p4.derived.for_target`,
 which a controller must call for a P4 target), and packets within the documented limits
 (docs/p4.md), messages decided differently in one packet included, come out of bmv2 as they
@@ -14,6 +14,7 @@ and no veth pairs are needed).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import struct
@@ -61,6 +62,11 @@ def test_p4c_compiles_golden_program_with_our_names(case, tmp_path):
     theirs = text_format.Parse(p4info_path.read_text(), p4info_pb2.P4Info())
     ours = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
     assert names(theirs) == names(ours)
+    # Our ids are computed the way p4c computes them (compiler.p4.runtime.p4c_ids), so that
+    # entries.txtpb replays on bmv2 as it is; a difference here means that computation is wrong.
+    ids = lambda info: {x.preamble.name: (x.preamble.id, x.preamble.alias)  # noqa: E731
+                        for items in (info.tables, info.actions) for x in items}
+    assert ids(theirs) == ids(ours)
 
 
 def _free_port() -> int:
@@ -99,6 +105,22 @@ PACKETS = {
 }
 
 
+@contextlib.contextmanager
+def bmv2(tmp_path: Path, ports=range(1, 5)):
+    """simple_switch_grpc with pcap ports p0 (input, p0_in.pcap) and p1..p4, no program yet;
+    yields its P4Runtime address. bmv2 starts reading p0_in.pcap 8 s after it starts."""
+    grpc_port = _free_port()
+    switch = subprocess.Popen([BMV2, "--device-id", "1", "--no-p4", "--use-files", "8",
+                               "-i", "0@p0", *[a for p in ports for a in ("-i", f"{p}@p{p}")],
+                               "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield f"127.0.0.1:{grpc_port}"
+    finally:
+        switch.terminate()
+        switch.wait(timeout=30)
+
+
 @needs_bmv2
 @pytest.mark.parametrize("case", sorted(SPECS))
 def test_bmv2_runs_entries_pushed_by_the_controller_like_the_software_switch(case, tmp_path):
@@ -111,29 +133,42 @@ def test_bmv2_runs_entries_pushed_by_the_controller_like_the_software_switch(cas
     packets = PACKETS.get(case, [])
     ports = range(1, 5)
     write_pcap(str(tmp_path / "p0_in.pcap"), packets)
-    grpc_port = _free_port()
-    switch = subprocess.Popen([BMV2, "--device-id", "1", "--no-p4", "--use-files", "8",
-                               "-i", "0@p0", *[a for p in ports for a in ("-i", f"{p}@p{p}")],
-                               "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
-                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
+    with bmv2(tmp_path, ports) as target:
         from compiler.p4.derived import for_target
         from controller.p4runtime_client import P4RuntimeClient
         from controller.push import TargetConfig, push
 
         config = TargetConfig.from_files(p4info_path, json_path)
-        with P4RuntimeClient(f"127.0.0.1:{grpc_port}", timeout=20) as client:
+        with P4RuntimeClient(target, timeout=20) as client:
             client.arbitrate()
             push(client, config, for_target(c.pipeline, c.entries, config.p4info))
         time.sleep(12)  # bmv2 starts reading p0_in.pcap 8 s after start
-    finally:
-        switch.terminate()
-        switch.wait(timeout=30)
     expected = software_switch_outputs(c, packets)
     for p in ports:
         path = tmp_path / f"p{p}_out.pcap"
         got = [r.data for r in read_pcap(str(path))] if path.exists() else []
         assert got == expected.get(p, []), f"port {p}"
+
+
+@needs_bmv2
+@pytest.mark.parametrize("case", CASES)
+def test_bmv2_accepts_entries_txtpb_as_written(case, tmp_path):
+    """entries.txtpb, ids and all, is a WriteRequest bmv2 takes under p4c's P4Info."""
+    from compiler.p4runtime_protos import p4runtime_pb2
+    from controller.p4runtime_client import P4RuntimeClient
+    from controller.push import TargetConfig
+
+    p4info_path, json_path = p4c_compile(GOLDEN / case / "program.p4", tmp_path)
+    config = TargetConfig.from_files(p4info_path, json_path)
+    req = text_format.Parse((GOLDEN / case / "entries.txtpb").read_text(), p4runtime_pb2.WriteRequest())
+    with bmv2(tmp_path) as target:
+        with P4RuntimeClient(target, device_id=req.device_id, election_id=req.election_id.low,
+                             timeout=20) as client:
+            client.arbitrate()
+            client.set_pipeline(config.p4info, config.device_config, config.cookie)
+            assert client.write(req.updates) == len(req.updates)
+            tables = [e.table_entry for e in client.read([p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry())])]
+    assert len(tables) == sum(u.entity.HasField("table_entry") for u in req.updates)
 
 
 def software_switch_outputs(c, packets: list[bytes]) -> dict[int, list[bytes]]:
