@@ -40,14 +40,14 @@ def cmd_compile(args) -> int:
     from compiler.compile import compile_rules, no_cyclic_gc, write_outputs
     from compiler.dot import render
     from compiler.rules import parse_rules
-    from compiler.spec import load_spec
+    from compiler.spec import parse_spec
 
     try:
-        spec = load_spec(args.spec)
+        spec = parse_spec(_read_text(Path(args.spec)), name=Path(args.spec).stem, source=args.spec)
         if args.rules == "-":
             text, source = sys.stdin.read(), "<stdin>"
         else:
-            text, source = Path(args.rules).read_text(), args.rules
+            text, source = _read_text(Path(args.rules)), args.rules
         with no_cyclic_gc():
             rules = parse_rules(text, spec, source=source)
         order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
@@ -56,23 +56,39 @@ def cmd_compile(args) -> int:
     except CamusError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:  # OverflowError: more groups than 16-bit ids
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
-    write_outputs(c, args.out)
-    if args.p4:
-        from compiler.p4 import write_p4
+    try:
+        write_outputs(c, args.out)
+        if args.p4:
+            from compiler.p4 import write_p4
 
-        write_p4(c.pipeline, c.entries, args.out)
-    if args.dot:
-        from compiler.tables import state_ids
+            write_p4(c.pipeline, c.entries, args.out)
+        if args.dot:
+            from compiler.tables import state_ids
 
-        Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable())))
+            Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable())))
+    except OSError as exc:
+        print(f"camus compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 2
     st = c.stats
     print(f"{st['rules']} rules -> {st['entries']['total']} entries, {st['states']} states, "
           f"{st['multicast_groups']} multicast groups in {st['compile_seconds']:.2f} s; "
           f"wrote {args.out}/pipeline.json, entries.json, stats.json", file=sys.stderr)
     return 0
+
+
+def _read_text(path: Path) -> str:
+    """A file's text; bytes that are not UTF-8 are an error at their line and column."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise CamusError(f"byte 0x{data[exc.start]:02x} is not UTF-8 text", line, column,
+                         str(path)) from None
 
 
 class _Progress:

@@ -13,7 +13,7 @@ from pathlib import Path
 from compiler import diagram, ir, order, tables
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.normalize import dnf
-from compiler.rules import load_rules, parse_rules
+from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
 
 
@@ -41,7 +41,7 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
     """Tables for `rules`. With `static`, the pipeline (stages, match kinds) depends on the
     spec alone: every query field gets a stage with its declared match kind, so any rule set
     compiles to entries for one and the same pipeline."""
-    with no_cyclic_gc():
+    with no_cyclic_gc(), deep_recursion():
         return _compile_rules(spec, rules, field_order, progress, static)
 
 

@@ -206,7 +206,9 @@ def message_values(app: dict, message: dict) -> dict[str, int] | None:
                 v = int.from_bytes(v, "big") if len(v) * 8 == width else -1
             if v not in msg["types"]:
                 return None
-            continue
+            if msg["type_field"] not in fields:
+                continue
+            key = msg["type_field"]  # rules test it too: its value counts like any field's
         q = key if key in fields else None
         if q is None:
             names = by_name.get(key, [])

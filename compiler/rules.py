@@ -9,7 +9,7 @@ A rules file holds one rule per line, or several separated by ';'; '#' starts a 
     neg        := 'not' neg | primary
     primary    := '(' filter ')' | 'true' | 'false' | comparison
     comparison := operand OP operand                   OP: == != < <= > >= (= means ==)
-                | operand ['not'] 'in' '{' operand (',' operand)* '}'
+                | operand ['not'] 'in' '{' [operand (',' operand)*] '}'   (`in {}` is false)
     operand    := field | INT['/'LEN] | HEX['/'LEN] | STRING | WORD | IPV4['/'LEN]
     action     := 'fwd' '(' INT (',' INT)* ')'
 
@@ -29,7 +29,9 @@ to parse is parsed again from the original text, so syntax errors point at the r
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -38,6 +40,9 @@ from compiler.errors import RuleError, SpecError
 from compiler.spec import QueryField, Spec
 
 KEYWORDS = frozenset({"and", "or", "not", "in", "true", "false", "fwd"})
+# Parentheses nest at most this deep. Parsing, instantiating and normalising recurse once or
+# a few times per level, so `deep_recursion()` raises Python's limit to fit this many.
+MAX_NESTING = 1000
 
 _LEXER = re.compile(r"""
     (?P<SPACE>[ \t\r]+)
@@ -72,22 +77,38 @@ def load_rules(path: str | Path, spec: Spec) -> list[Rule]:
 
 
 def parse_rules(text: str, spec: Spec, source: str | None = None) -> list[Rule]:
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
     builder = _RuleBuilder(spec, source)
-    return [builder.rule(seg, line, col) for seg, line, col in split_rules(text)]
+    with deep_recursion():
+        return [builder.rule(seg, line, col) for seg, line, col in split_rules(text)]
+
+
+@contextlib.contextmanager
+def deep_recursion():
+    """Room for MAX_NESTING levels of parentheses in the recursive parser and normaliser."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 6 * MAX_NESTING + 2000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 def parse_filter(text: str, spec: Spec, source: str | None = None) -> Filter:
     """A filter alone (as a Kafka view's `camus.filter` config holds it)."""
-    segments = split_rules(text)
+    segments = split_rules(text.removeprefix("\ufeff"))
     if len(segments) != 1:
         raise RuleError("a filter is one expression" if segments else "empty filter",
                         1, 1, source)
     seg, line, col = segments[0]
+    if "\x00" in seg:
+        raise RuleError("unexpected character '\\x00'", line, col + seg.index("\x00"), source)
     builder = _RuleBuilder(spec, source)
-    parser = _Parser(_tokenize(seg, line, col, source), builder)
-    f = parser.filter()
-    parser.expect_end()
-    return builder.instantiate(f, [])  # parsed from the text itself: no slots to fill
+    with deep_recursion():
+        parser = _Parser(_tokenize(seg, line, col, source), builder)
+        f = parser.filter()
+        parser.expect_end()
+        return builder.instantiate(f, [])  # parsed from the text itself: no slots to fill
 
 
 def split_rules(text: str) -> list[tuple[str, int, int]]:
@@ -101,7 +122,9 @@ def split_rules(text: str) -> list[tuple[str, int, int]]:
             continue
         start, quote = 0, None
         for i, ch in enumerate(line + "\n"):
-            if quote:
+            # An unclosed quote ends at the end of the line: the rule is kept, and the lexer
+            # reports the stray quote (a rule is never silently swallowed).
+            if quote and ch != "\n":
                 if ch == quote:
                     quote = None
             elif ch in "\"'":
@@ -122,6 +145,9 @@ def _tokenize(text: str, line: int, column: int, source: str | None) -> list[Tok
     while pos < n:
         m = match(text, pos)
         if m is None:
+            if text[pos] in "\"'":
+                raise RuleError(f"unterminated string: no closing {text[pos]} on this line", line,
+                                column + pos, source)
             raise RuleError(f"unexpected character {text[pos]!r}", line, column + pos, source)
         kind = m.lastgroup
         if kind != "SPACE":
@@ -139,6 +165,7 @@ class _Parser:
     def __init__(self, tokens: list[Token], builder: "_RuleBuilder"):
         self.tokens = tokens
         self.i = 0
+        self.depth = 0
         self.b = builder
         last = tokens[-1]
         self.end = Token("END", "", last.line, last.column + len(last.value))
@@ -184,15 +211,23 @@ class _Parser:
         return items[0] if len(items) == 1 else And(tuple(items))
 
     def neg(self) -> Filter:
-        if self.at("not"):
+        # A run of 'not's is counted, not recursed into: `not not x` is x.
+        negations = 0
+        while self.at("not"):
             self.take()
-            return Not(self.neg())
-        return self.primary()
+            negations += 1
+        f = self.primary()
+        return Not(f) if negations % 2 else f
 
     def primary(self) -> Filter:
         if self.at("("):
+            if self.depth >= MAX_NESTING:
+                raise self.b.error(f"parentheses nested more than {MAX_NESTING} deep",
+                                   self.peek())
             self.take()
+            self.depth += 1
             f = self.filter()
+            self.depth -= 1
             self.expect(")", "')' or 'and' or 'or'")
             return f
         if self.at("true"):
@@ -214,10 +249,12 @@ class _Parser:
         if self.at("in"):
             self.take()
             self.expect("{")
-            values = [self.operand()]
-            while self.at(","):
-                self.take()
+            values = []
+            if not self.at("}"):  # `in {}` is false, `not in {}` true
                 values.append(self.operand())
+                while self.at(","):
+                    self.take()
+                    values.append(self.operand())
             self.expect("}", "',' or '}'")
             return self.b.member(left, values, negated)
         self.fail("a comparison (== != < <= > >=) or 'in'")
@@ -268,6 +305,9 @@ class _RuleBuilder:
         return RuleError(message, tok.line, tok.column, self.source)
 
     def rule(self, text: str, line: int, column: int) -> Rule:
+        if "\x00" in text:  # the shape's slot marker: never valid in a rule's own text
+            raise RuleError("unexpected character '\\x00'", line, column + text.index("\x00"),
+                            self.source)
         consts, pieces, last = [], [], 0
         for m in _CONSTANT.finditer(text):
             pieces.append(text[last:m.start()])
@@ -368,6 +408,8 @@ class _RuleBuilder:
 
     def member(self, subject: Token, values: list[Token], negated: bool) -> Filter:
         field = self.field(subject)
+        if not values:
+            return Const(negated)
         atoms = tuple(_Compare(field, "==", v) for v in values)
         any_of = atoms[0] if len(atoms) == 1 else Or(atoms)
         return Not(any_of) if negated else any_of
@@ -411,6 +453,9 @@ class _RuleBuilder:
                                  f"{field.width} bits", tok)
             return self.prefix(field, int.from_bytes(bytes(octets), "big"), plen, tok)
         if tok.type in ("STRING", "NAME"):
+            if tok.type == "NAME" and self.lookup(text) is not None:
+                raise self.error(f"'{text}' is a field: comparing two fields is not supported "
+                                 f"(write \"{text}\" to mean the text)", tok)
             if tok.type == "NAME" and "." in text:
                 raise self.error(f"unknown field '{text}' (a constant with a '.' must be quoted)",
                                  tok)

@@ -171,6 +171,7 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def parse_spec(text: str, name: str = "app", source: str | None = None) -> Spec:
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
     try:
         tree = _parser().parse(text)
     except lark.UnexpectedCharacters as exc:
