@@ -133,7 +133,7 @@ def _headers(apps: list[AppLayout], state_width: int) -> str:
         meta += [f"    bit<{f.width}> {a.key_expr(f)[len('meta.'):]};" for f in a.fields.values()]
     # p4c refuses a type, a header instance or a metadata field declared twice ("Duplicate
     # declaration"); IR names can meet generated ones (a header `itch_len` of application itch).
-    _unique("header type", re.findall(r"^header (\w+) \{", "\n".join(out), re.M))
+    _unique("type", re.findall(r"^header (\w+) \{", "\n".join(out), re.M) + ["headers_t", "metadata_t"])
     _unique("header instance", [n for _, n in instances])
     _unique("metadata field", re.findall(r"^\s*(?:@field_list\(1\) )?bit<\d+>\s+(\w+);", "\n".join(meta), re.M))
     out.append("struct headers_t {\n" + "".join(f"    {t} {n};\n" for t, n in instances) + "}\n")

@@ -82,6 +82,16 @@ def test_an_ir_header_meeting_a_generated_name_is_refused():
         emit_program(p)
 
 
+def test_an_ir_header_named_like_the_programs_structs_is_refused():
+    p = _itch_pipeline()
+    app = p["applications"][0]
+    app["message"]["headers"].append(copy.deepcopy(app["message"]["headers"][0]))
+    app["message"]["headers"][-1]["name"] = "metadata"  # its type would be metadata_t
+    app["message"]["bytes"] *= 2
+    with pytest.raises(ValueError, match="'metadata_t' would be declared twice"):
+        emit_program(p)
+
+
 def test_program_p4info_is_deterministic():
     p = _itch_pipeline()
     assert program_p4info(p) == program_p4info(p)
