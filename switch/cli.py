@@ -48,12 +48,23 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
                    help="directory holding pipeline.json (and entries.json, if any)")
     p.add_argument("--pcap-in", required=True, metavar="IN.pcap", help="input frames (classic pcap, Ethernet)")
     p.add_argument("--out-dir", required=True, metavar="OUT", help="where port-<n>.pcap files are written")
-    p.add_argument("--in-port", type=int, default=0, metavar="N",
+    p.add_argument("--in-port", type=_port_number, default=0, metavar="N",
                    help="ingress port of every input frame (default 0, a port no rule names)")
     p.add_argument("--impl", choices=IMPLEMENTATIONS, default="native",
                    help="data-plane implementation (default native)")
     p.add_argument("--counters-json", metavar="FILE", help="also write the counters as JSON to FILE")
     p.set_defaults(func=run)
+
+
+def _port_number(text: str) -> int:
+    """A 32-bit port number (what both data planes take), else argparse's usage error."""
+    try:
+        port = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"port {port} is out of range (0..4294967295)")
+    return port
 
 
 def load_pipeline_dir(directory: str | Path, impl: str) -> DataPlane:

@@ -224,6 +224,8 @@ class ReferenceDataPlane(DataPlane):
 
     def process(self, packet: bytes, in_port: int) -> Output:
         packet = bytes(packet)
+        if not 0 <= in_port <= 0xFFFFFFFF:  # ports are 32-bit: refused as the native one does
+            raise OverflowError(f"ingress port {in_port} is not a 32-bit port number")
         self._rx[in_port] += 1
         try:
             out = self._forward(packet)

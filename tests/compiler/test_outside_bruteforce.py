@@ -457,3 +457,11 @@ def test_empty_rules_file_is_zero_rules(tmp_path):
     assert json.loads((tmp_path / "o" / "stats.json").read_text())["rules"] == 0
     rc, out, err = o.camus(["eval", "--pipeline", str(tmp_path / "o")], '{"a": 1}\n{}\n', subprocess_mode=False)
     assert (rc, out) == (0, "[]\n[]\n"), err
+
+
+def test_unwritable_out_is_an_error_not_a_traceback(tmp_path):
+    spec, rules = tmp_path / "s.p4", tmp_path / "r.rules"
+    spec.write_text(BAD_SPEC)
+    rules.write_text("a == 1 : fwd(1)\n")
+    rc, out, err = o.camus(["compile", str(spec), str(rules), "--out", str(rules)], subprocess_mode=False)
+    assert rc == 2 and "Traceback" not in err and "cannot write" in err, err
