@@ -122,8 +122,12 @@ def p4c_ids(info):
                 ref.annotations.append("@defaultonly")
     for a in info.actions:
         a.preamble.id, a.preamble.alias = action_ids[a.preamble.name], aliases[a.preamble.name]
+        if a.preamble.name == "NoAction" and not a.preamble.annotations:
+            a.preamble.annotations.append('@noWarn("unused")')  # core.p4's, which p4c copies
     for c in info.counters:
         c.preamble.id, c.preamble.alias = counter_ids[c.preamble.name], aliases[c.preamble.name]
+    info.type_info.SetInParent()  # p4c always writes `type_info {}`
+    info.pkg_info.ClearField("name")  # p4c writes only the architecture (no @pkginfo here)
     actions = sorted(info.actions, key=lambda a: a.preamble.id)
     del info.actions[:]
     info.actions.extend(actions)
@@ -131,7 +135,9 @@ def p4c_ids(info):
 
 
 def p4info_text(pipeline: dict, slots: int = DEFAULT_SLOTS) -> str:
-    return text_format.MessageToString(program_p4info(pipeline, slots))
+    """The P4Info as p4c writes `--p4runtime-files x.txtpb` (with its two header comments)."""
+    return ("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
+            + text_format.MessageToString(program_p4info(pipeline, slots)))
 
 
 def entries_text(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS, device_id: int = 1) -> str:
@@ -154,7 +160,8 @@ def entries_text(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS, devi
     for e in entries.get("table_entries", []):
         u = req.updates.add(type=insert)
         u.entity.table_entry.CopyFrom(table_entry(index, e))
-    return text_format.MessageToString(req)
+    return ("# proto-file: p4/v1/p4runtime.proto\n# proto-message: p4.v1.WriteRequest\n\n"
+            + text_format.MessageToString(req))
 
 
 def write_p4(pipeline: dict, entries: dict | None, out: str | Path, slots: int = DEFAULT_SLOTS) -> list[str]:

@@ -32,6 +32,21 @@ def test_ids_are_p4cs_for_public_p4c_outputs():
         "MyIngress.ipv4_forward": 28792405, "MyIngress.drop": 25652968}
 
 
+def test_ids_and_aliases_of_a_p4c_test_program():
+    """p4c's own testdata/p4_16_samples_outputs/basic_routing-bmv2.p4.p4info.txtpb."""
+    tables = {"ingress.bd": 48392551, "ingress.ipv4_fib": 41084491, "ingress.ipv4_fib_lpm": 42875950,
+              "ingress.nexthop": 43581057, "ingress.port_mapping": 39645634, "egress.rewrite_mac": 40309161}
+    actions = {"NoAction": 21257015, "ingress.set_vrf": 33505590, "ingress.on_miss": 22594144,
+               "ingress.fib_hit_nexthop": 26104220, "ingress.set_egress_details": 19738113,
+               "ingress.set_bd": 27500220, "egress.on_miss": 28864280, "egress.rewrite_src_dst_mac": 28966416}
+    taken: set[int] = set()
+    assert p4c_id_map(PREFIX.TABLE, list(tables), taken) == tables
+    assert p4c_id_map(PREFIX.ACTION, list(actions), taken) == actions
+    aliases = shortest_unique_suffixes(list(tables) + list(actions))
+    assert aliases["ingress.on_miss"] == "ingress.on_miss" and aliases["egress.on_miss"] == "egress.on_miss"
+    assert aliases["ingress.bd"] == "bd" and aliases["egress.rewrite_src_dst_mac"] == "rewrite_src_dst_mac"
+
+
 def test_a_collision_takes_the_next_value_in_sorted_order():
     h = jenkins_one_at_a_time("a") & 0xFFFFFF
     taken = {PREFIX.TABLE << 24 | h}
