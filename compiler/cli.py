@@ -56,8 +56,12 @@ def cmd_compile(args) -> int:
     except CamusError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, OverflowError) as exc:  # OverflowError: more groups than 16-bit ids
+    except OSError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
+        return 2
+    except OverflowError as exc:  # from tables.stable_ids
+        print(f"camus compile: error: the rules need more distinct port sets (multicast groups) "
+              f"or states than their ids can number: {exc}", file=sys.stderr)
         return 2
     try:
         write_outputs(c, args.out)

@@ -190,13 +190,15 @@ def message_values(app: dict, message: dict) -> dict[str, int] | None:
 
     Keys are `header.field` or a bare unique field name; values are integers or strings
     (space-padded ASCII). A field the message does not give takes its default. The message
-    type field is checked only when the message gives it.
+    type field is checked only when the message gives it. Declared fields that are not query
+    fields (a whole message's other fields) are checked to fit their width and ignored.
     """
     fields = query_fields(app)
     by_name: dict[str, list[str]] = {}
     for q in fields:
         by_name.setdefault(q.split(".", 1)[1], []).append(q)
     values = {q: f.default for q, f in fields.items()}
+    others = _other_fields(app, fields)  # given by whole messages: accepted, ignored
     msg = app["message"]
     for key, raw in message.items():
         if key == msg.get("type_field") or (msg.get("type_field") or "").endswith("." + key):
@@ -212,9 +214,30 @@ def message_values(app: dict, message: dict) -> dict[str, int] | None:
         q = key if key in fields else None
         if q is None:
             names = by_name.get(key, [])
+            if not names and key in others:
+                others[key].encode(raw)  # a declared field no rule can test: checked, unused
+                continue
             if len(names) != 1:
                 raise ValueError(f"unknown field {key!r}" if not names
                                  else f"ambiguous field {key!r}: {', '.join(names)}")
             q = names[0]
         values[q] = fields[q].encode(raw)
     return values
+
+
+def _other_fields(app: dict, fields: dict[str, QueryField]) -> dict[str, QueryField]:
+    """The declared message and packet-header fields that are not query fields, by
+    `header.field` and by bare name when that is unique among them."""
+    declared = [(h["name"], f) for h in app["message"]["headers"] for f in h["fields"]]
+    if app.get("packet_header"):
+        declared += [(app["packet_header"]["name"], f) for f in app["packet_header"]["fields"]]
+    out: dict[str, QueryField] = {}
+    bare: dict[str, list[QueryField]] = {}
+    for header, f in declared:
+        qname = f"{header}.{f['name']}"
+        if qname in fields:
+            continue
+        out[qname] = QueryField(qname, f["width"], f["bit_offset"], "range")
+        bare.setdefault(f["name"], []).append(out[qname])
+    out.update((name, qs[0]) for name, qs in bare.items() if len(qs) == 1 and name not in out)
+    return out

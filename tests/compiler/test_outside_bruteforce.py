@@ -465,3 +465,34 @@ def test_unwritable_out_is_an_error_not_a_traceback(tmp_path):
     rules.write_text("a == 1 : fwd(1)\n")
     rc, out, err = o.camus(["compile", str(spec), str(rules), "--out", str(rules)], subprocess_mode=False)
     assert rc == 2 and "Traceback" not in err and "cannot write" in err, err
+
+
+def test_too_many_multicast_groups_is_an_error_not_a_traceback(tmp_path, monkeypatch):
+    # 17 independent one-port rules need 2^17 port sets; with 2-bit group ids, 3 rules do.
+    import compiler.tables
+
+    monkeypatch.setattr(compiler.tables, "GROUP_BITS", 2)
+    spec, rules = tmp_path / "s.p4", tmp_path / "r.rules"
+    spec.write_text(BAD_SPEC)
+    rules.write_text("a == 1 : fwd(1)\nb == 1 : fwd(2)\nc == 1 : fwd(3)\n")
+    rc, out, err = o.camus(["compile", str(spec), str(rules), "--out", str(tmp_path / "o")], subprocess_mode=False)
+    assert rc == 2 and "Traceback" not in err and "multicast groups" in err, err
+
+
+def test_eval_takes_whole_messages(tmp_path):
+    """Every declared field of an ITCH Add Order may be given; only query fields count."""
+    app = o.PRODUCT_APPS["itch"]()
+    (tmp_path / "itch.p4").write_text(app.text)
+    (tmp_path / "r.rules").write_text('price > 5 and stock == "GOOG" : fwd(1)\nshares < 10 : fwd(2)\n')
+    rc, _, err = o.camus(["compile", str(tmp_path / "itch.p4"), str(tmp_path / "r.rules"), "--out",
+                          str(tmp_path / "o")], subprocess_mode=False)
+    assert rc == 0, err
+    whole = {"message_type": "A", "stock_locate": 7, "tracking_number": 1, "timestamp": 2**48 - 1,
+             "order_ref": 2**64 - 1, "buy_sell_indicator": "B", "shares": 100, "stock": "GOOG",
+             "price": 6}
+    lines = [whole, {**whole, "shares": 9}, {**whole, "message_type": "E"},
+             {**whole, "itch_order.order_ref": 5, "price": 5}, {**whole, "stock_locate": 2**16}]
+    rc, out, err = o.camus(["eval", "--pipeline", str(tmp_path / "o")],
+                           "\n".join(json.dumps(x) for x in lines) + "\n", subprocess_mode=False)
+    assert out.splitlines() == ["[1]", "[1, 2]", "[]", "[]", "null"], err
+    assert rc == 1 and "65536 is not a 16-bit" in err
