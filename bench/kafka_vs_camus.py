@@ -4,21 +4,23 @@ Starts a real Apache Kafka (`../shared/peers/kafka/kafka.sh start`, KRaft, 127.0
 and `camus serve` (a free loopback port, a temporary --data-dir) as subprocesses, drives both
 with the same confluent-kafka producer and consumer settings and 100-byte JSON records
 `{"id":…,"sel":…,"ts":…,"pad":"xx…"}` (`sel` uniform in 0..99, seeded), and measures in one
-run, Kafka first then camus for each figure:
+run (both brokers first get an untimed warm-up: 50,000 records produced and read back):
 
-* produce throughput: N records into topic `src` (acks=1, linger.ms=5, librdkafka's default
-  batch size), records/s and MB/s from the first produce() until flush() returns. On camus
-  `src` has a schema (`camus.schema=sel:u8=$.sel`) and a view `src-sel`
+* produce throughput: N records (acks=1, linger.ms=5, librdkafka's default batch size),
+  records/s and MB/s from the first produce() until flush() returns; R rounds, each into
+  fresh topics, the broker going first alternating; the median round is reported. On camus
+  the topic `src{r}` has a schema (`camus.schema=sel:u8=$.sel`) and a view `src{r}-sel`
   (`camus.filter=sel == 7`), so every record is parsed, reframed and sent through the
-  switch; the same N records into a plain topic (no schema, no view) are a second,
-  informational row.
-* end-to-end latency at a fixed rate (default 1,000 records/s for 10 s, linger.ms=0,
-  acks=1) into topic `lat`: the send time (time.time()) rides in the record; a consumer
-  assigned before the stream starts (a marker record per partition must have arrived)
-  takes receive time - send time; p50/p99/p99.9 in ms.
-* selective delivery: a consumer that wants the 1 % of `src` with sel == 7 (what the
-  produce phase wrote). Kafka: read all of `src` from the beginning and keep sel == 7 in
-  the client; camus: read the view `src-sel`. Both run the same client code (parse, keep
+  switch; the same N records into a plain topic `plain{r}` (no schema, no view) are a
+  second, informational row.
+* end-to-end latency at a fixed rate (default 1,000 records/s; 10 s not counted, then 10 s
+  measured; linger.ms=0, acks=1) into topic `lat`: the send time (time.time()) rides in the
+  record; a consumer in the same process, assigned before the stream starts (a marker
+  record per partition must have arrived), takes receive time - send time; p50/p99/p99.9
+  in ms, and the p99 of every second of the stream in the JSON.
+* selective delivery: a consumer that wants the 1 % of `src0` with sel == 7 (what the first
+  produce round wrote). Kafka: read all of `src0` from the beginning and keep sel == 7 in
+  the client; camus: read the view `src0-sel`. Both run the same client code (parse, keep
   sel == 7), so camus's view is also checked to deliver nothing else. Matching records
   per second = matching records / time from creating the consumer until the last of them
   arrived. Both sets of ids must equal the produced set (count and a checksum); otherwise
@@ -44,6 +46,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -132,13 +135,17 @@ def camus(tmp: Path, profile: str | None):
             proc.wait()
 
 
-def create_topics(bootstrap: str, partitions: int, views: bool) -> None:
+def create_topics(bootstrap: str, partitions: int, rounds: int, views: bool) -> None:
+    """Per produce round r: `src{r}` (on camus with a schema and the view `src{r}-sel`) and
+    `plain{r}`; then `lat` and `warm`."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    waves = [[NewTopic("src", partitions, 1, config={"camus.schema": SCHEMA} if views else {}),
-              *(NewTopic(name, partitions, 1) for name in ("plain", "lat", "warm"))]]
-    if views:  # the view once its source exists
-        waves.append([NewTopic("src-sel", partitions, 1,
-                               config={"camus.source": "src", "camus.filter": f"sel == {SEL}"})])
+    schema = {"camus.schema": SCHEMA} if views else {}
+    waves = [[*(NewTopic(f"src{r}", partitions, 1, config=schema) for r in range(rounds)),
+              *(NewTopic(f"plain{r}", partitions, 1) for r in range(rounds)),
+              NewTopic("lat", partitions, 1), NewTopic("warm", partitions, 1)]]
+    if views:  # the views once their sources exist
+        waves.append([NewTopic(f"src{r}-sel", partitions, 1, config={
+            "camus.source": f"src{r}", "camus.filter": f"sel == {SEL}"}) for r in range(rounds)])
     for wave in waves:
         for fut in admin.create_topics(wave, operation_timeout=30).values():
             fut.result()
@@ -247,6 +254,8 @@ def latency(bootstrap: str, topic: str, partitions: int, rate: float, seconds: f
         p.poll(0)
     p.flush(30)
     done.wait(seconds + 90)
+    per_second = [sorted(x for x in lat[i:i + int(rate)] if x is not None)
+                  for i in range(0, n, int(rate))]
     got = sorted(x for x in lat[skip:] if x is not None)
     if failure or len(got) < n - skip:
         raise RuntimeError(f"latency on {bootstrap}: {len(got)}/{n - skip} records arrived "
@@ -256,14 +265,15 @@ def latency(bootstrap: str, topic: str, partitions: int, rate: float, seconds: f
         return got[min(len(got) - 1, int(q * len(got)))]
 
     return {"records": n - skip, "warmup_records": skip, "rate": rate, "p50_ms": pct(0.5),
-            "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": got[-1]}
+            "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": got[-1],
+            "p99_ms_by_second": [round(s[int(0.99 * len(s))], 2) for s in per_second if s]}
 
 
 def selective(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
     """Read `topic` from the beginning, keep sel == SEL, until `expected` such records."""
     t0 = time.perf_counter()
     c = _consumer(bootstrap, topic, partitions, "sel")
-    ids, others, last = [], 0, t0
+    ids, others, first, last = [], 0, None, t0
     try:
         deadline = time.monotonic() + 300
         while len(ids) < expected and time.monotonic() < deadline:
@@ -276,12 +286,14 @@ def selective(bootstrap: str, topic: str, partitions: int, expected: int) -> dic
             if d["sel"] == SEL:
                 ids.append(d["id"])
                 last = time.perf_counter()
+                first = first or last - t0
             else:
                 others += 1
     finally:
         c.close()
     seconds = last - t0
     return {"matching": len(ids), "other_records_read": others, "seconds": seconds,
+            "first_match_s": first,
             "records_per_s": len(ids) / seconds if seconds > 0 else 0.0,
             "checksum": checksum(ids), "ids": ids}
 
@@ -320,19 +332,24 @@ def run(args: argparse.Namespace, tmp: Path) -> tuple[dict, bool]:
         brokers = {"kafka": stack.enter_context(kafka(tmp)),
                    "camus": stack.enter_context(camus(tmp, args.profile_camus))}
         for name, bootstrap in brokers.items():
-            create_topics(bootstrap, args.partitions, views=name == "camus")
+            create_topics(bootstrap, args.partitions, args.rounds, views=name == "camus")
             print(f"warming {name} up (untimed)...", flush=True)
             warm_up(bootstrap, args.partitions, values[:50_000], sels[:50_000],
                     offsets_topic=name == "kafka")
-        steps = [("produce", lambda b: produce(b, "src", values)),
-                 ("produce_plain", lambda b: produce(b, "plain", values)),
-                 ("latency", lambda b: latency(b, "lat", args.partitions, args.rate,
-                                               args.latency_seconds, args.latency_warmup))]
-        for step, fn in steps:
-            for name, bootstrap in brokers.items():
-                print(f"{step} on {name}...", flush=True)
-                res[name][step] = fn(bootstrap)
-        for name, topic in (("kafka", "src"), ("camus", "src-sel")):
+        for r in range(args.rounds):  # which broker goes first alternates
+            for name in (list(brokers) if r % 2 == 0 else list(brokers)[::-1]):
+                for step, topic in (("produce", f"src{r}"), ("produce_plain", f"plain{r}")):
+                    print(f"round {r + 1}/{args.rounds}: {step} on {name}...", flush=True)
+                    res[name].setdefault(step, {"rounds": []})["rounds"].append(
+                        produce(brokers[name], topic, values))
+        for name, bootstrap in brokers.items():
+            for step in ("produce", "produce_plain"):
+                rps = statistics.median(x["records_per_s"] for x in res[name][step]["rounds"])
+                res[name][step].update(records_per_s=rps, mb_per_s=rps * RECORD_BYTES / 1e6)
+            print(f"latency on {name}...", flush=True)
+            res[name]["latency"] = latency(bootstrap, "lat", args.partitions, args.rate,
+                                           args.latency_seconds, args.latency_warmup)
+        for name, topic in (("kafka", "src0"), ("camus", "src0-sel")):
             print(f"selective delivery on {name}...", flush=True)
             res[name]["selective"] = selective(brokers[name], topic, args.partitions, len(want))
     ok = True
@@ -347,9 +364,9 @@ def run(args: argparse.Namespace, tmp: Path) -> tuple[dict, bool]:
 
 def table(res: dict) -> list[tuple]:
     k, c = res["kafka"], res["camus"]
-    rows = [("produce records/s (src, camus with a view)", k["produce"]["records_per_s"],
+    rows = [("produce records/s (camus: topic with a view)", k["produce"]["records_per_s"],
              c["produce"]["records_per_s"], "produce"),
-            ("produce MB/s (src)", k["produce"]["mb_per_s"], c["produce"]["mb_per_s"], None),
+            ("produce MB/s (camus: topic with a view)", k["produce"]["mb_per_s"], c["produce"]["mb_per_s"], None),
             ("produce records/s (plain topic)", k["produce_plain"]["records_per_s"],
              c["produce_plain"]["records_per_s"], None)]
     for q, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
@@ -376,24 +393,28 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200_000,
                     help="records produced per broker and topic (default 200,000)")
     ap.add_argument("--partitions", type=int, default=4, help="partitions of every topic")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="produce rounds per broker, alternating which goes first; the median "
+                         "is reported (default 3)")
     ap.add_argument("--rate", type=float, default=1000.0, help="latency phase records/s")
     ap.add_argument("--latency-seconds", type=float, default=10.0,
                     help="measured seconds of the fixed-rate stream (default 10)")
-    ap.add_argument("--latency-warmup", type=float, default=5.0,
-                    help="seconds of the stream before that, not counted (default 5)")
+    ap.add_argument("--latency-warmup", type=float, default=10.0,
+                    help="seconds of the stream before that, not counted (default 10)")
     ap.add_argument("--quick", action="store_true",
-                    help="a smoke run: 20,000 records, 2 + 3 s of latency")
+                    help="a smoke run: 20,000 records, 5 + 3 s of latency")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--profile-camus", metavar="FILE",
                     help="run camus serve under cProfile, stats to FILE")
     args = ap.parse_args()
     if args.quick:
-        args.records, args.latency_seconds, args.latency_warmup = 20_000, 3.0, 2.0
+        args.records, args.latency_seconds, args.latency_warmup = 20_000, 3.0, 5.0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so both brokers are stopped
     with tempfile.TemporaryDirectory(prefix="kafka-vs-camus-") as tmp:
         res, ok = run(args, Path(tmp))
     rows = table(res)
-    print(f"\n{args.records:,} records of {RECORD_BYTES} B, {args.partitions} partitions; "
+    print(f"\n{args.records:,} records of {RECORD_BYTES} B, {args.partitions} partitions, produce "
+          f"rates the median of {args.rounds} rounds; "
           f"latency at {args.rate:g} records/s for {args.latency_seconds:g} s after "
           f"{args.latency_warmup:g} s not counted")
     print(f"{'metric':<44} {'Kafka':>11} {'camus':>11} {'camus/Kafka':>12}  team goal")
