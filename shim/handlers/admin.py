@@ -3,7 +3,8 @@
 A view is created like any topic, with configs `camus.source` and `camus.filter`; the
 catalog checks the filter against the source's schema before anything exists, so a bad
 filter fails this call with the parser's line/column in error_message (INVALID_CONFIG).
-Replication factors other than 1 (or -1, "the default") are refused: there is one broker.
+Replication factors other than 1 (or -1, "the default") are refused: there is one broker;
+manual replica assignments are accepted when each names that broker alone.
 """
 
 from __future__ import annotations
@@ -12,19 +13,51 @@ from shim.protocol import ErrorCode
 from shim.protocol.admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from shim.topics import DEFAULTS, TopicError
 
-DYNAMIC_TOPIC, DEFAULT_CONFIG = 1, 5  # DescribeConfigs config_source values
+DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT_CONFIG = 1, 4, 5  # DescribeConfigs config_source values
+# DescribeConfigs v3+ config_type values, and the types of the configs described here, as
+# Kafka's ConfigDef declares them (kafka-python's suite checks retention.bytes is LONG).
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+CONFIG_TYPES = {"cleanup.policy": LIST, "retention.ms": LONG, "retention.bytes": LONG,
+                "segment.bytes": INT, "max.message.bytes": INT, "broker.id": INT, "node.id": INT,
+                "num.partitions": INT, "auto.create.topics.enable": BOOLEAN,
+                "listeners": LIST, "advertised.listeners": LIST}
 
 
 def _code(exc: TopicError) -> ErrorCode:
     return ErrorCode[exc.code_name]
 
 
+def _config(name: str, value: str, source: int, read_only: bool) -> dict:
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_sensitive": False, "synonyms": [], "config_type": CONFIG_TYPES.get(name, STRING)}
+
+
 def topic_configs(topic, keys: set[str] | None = None) -> list[dict]:
     """A topic's configs as DescribeConfigs and CreateTopics (v5+) describe them."""
-    return [{"name": k, "value": topic.config(k), "read_only": False,
-             "config_source": DYNAMIC_TOPIC if k in topic.configs else DEFAULT_CONFIG,
-             "is_sensitive": False, "synonyms": []}
+    return [_config(k, topic.config(k), DYNAMIC_TOPIC if k in topic.configs else DEFAULT_CONFIG,
+                    False)
             for k in sorted(set(DEFAULTS) | set(topic.configs)) if keys is None or k in keys]
+
+
+def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
+    """The broker's configs: what `camus serve` was started with is static, the rest default."""
+    listener = f"PLAINTEXT://{c.host}:{c.port}"
+    static = {"broker.id": str(c.node_id), "node.id": str(c.node_id), "listeners": listener,
+              "advertised.listeners": listener, "log.dirs": str(c.data_dir or "")}
+    default = {"num.partitions": str(c.default_partitions),
+               "auto.create.topics.enable": str(c.auto_create).lower()}
+    return [_config(k, v, source, True)
+            for source, values in ((STATIC_BROKER, static), (DEFAULT_CONFIG, default))
+            for k, v in values.items() if keys is None or k in keys]
+
+
+def _check_assignments(assignments: list[list[int]], node_id: int) -> None:
+    """Manual replica assignments are fine when every partition names this broker alone."""
+    for i, brokers in enumerate(assignments):
+        if list(brokers) != [node_id]:
+            raise TopicError(f"partition {i}: replicas {list(brokers)}; this cluster is the one "
+                             f"broker {node_id}, so each assignment must be [{node_id}]",
+                             "invalid_replica_assignment")
 
 
 def handle_create_topics(ctx, request):
@@ -33,10 +66,21 @@ def handle_create_topics(ctx, request):
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "num_partitions": -1, "replication_factor": -1}
         try:
-            if t.replication_factor not in (-1, 1) or t.assignments:
-                raise TopicError("one broker: replication factor must be 1 and no manual "
-                                 "assignments", "invalid_replication_factor")
             parts = t.num_partitions if t.num_partitions != -1 else broker.config.default_partitions
+            if t.assignments:
+                # As Kafka: assignments replace num_partitions and replication_factor.
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise TopicError("both num_partitions or replication_factor and manual "
+                                     "assignments were set", "invalid_request")
+                ordered = sorted(t.assignments, key=lambda a: a.partition_index)
+                if [a.partition_index for a in ordered] != list(range(len(ordered))):
+                    raise TopicError("assigned partitions must be 0..n-1",
+                                     "invalid_replica_assignment")
+                _check_assignments([a.broker_ids for a in ordered], broker.config.node_id)
+                parts = len(ordered)
+            elif t.replication_factor not in (-1, 1):
+                raise TopicError(f"replication factor {t.replication_factor}: there is one "
+                                 "broker", "invalid_replication_factor")
             topic = broker.create_topic(t.name, parts, configs,
                                         validate_only=request.body.validate_only)
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
@@ -79,7 +123,11 @@ def handle_create_partitions(ctx, request):
             if topic is None:
                 raise TopicError(f"no topic {t.name!r}", "unknown_topic_or_partition")
             if t.assignments:
-                raise TopicError("one broker: no manual assignments", "invalid_replica_assignment")
+                if len(t.assignments) != t.count - topic.partitions:
+                    raise TopicError(f"increasing the number of partitions by "
+                                     f"{t.count - topic.partitions} but {len(t.assignments)} "
+                                     "assignments provided", "invalid_replica_assignment")
+                _check_assignments([a.broker_ids for a in t.assignments], broker.config.node_id)
             if request.body.validate_only:
                 if t.count <= topic.partitions:
                     raise TopicError(f"topic has {topic.partitions} partitions", "invalid_partitions")
@@ -105,14 +153,7 @@ def handle_describe_configs(ctx, request):
             else:
                 entry["configs"] = topic_configs(topic, keys)
         elif r.resource_type == BROKER_RESOURCE:
-            c = broker.config
-            values = {"broker.id": str(c.node_id), "num.partitions": str(c.default_partitions),
-                      "auto.create.topics.enable": str(c.auto_create).lower(),
-                      "log.dirs": str(c.data_dir or "")}
-            entry["configs"] = [{"name": k, "value": v, "read_only": True,
-                                 "config_source": DEFAULT_CONFIG, "is_sensitive": False,
-                                 "synonyms": []}
-                                for k, v in values.items() if keys is None or k in keys]
+            entry["configs"] = broker_configs(broker.config, keys)
         else:
             entry.update(error_code=ErrorCode.invalid_request,
                          error_message=f"resource type {r.resource_type} is not described here")

@@ -82,8 +82,13 @@ def handle_describe_groups(ctx, request):
     for gid in request.body.groups:
         g = ctx.broker.coordinator.groups.get(gid)
         if g is None:
-            out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": "Dead",
-                        "protocol_type": "", "protocol_data": "", "members": []})
+            # A group known only by its committed offsets (after a restart, or committed by
+            # the admin client) is Empty, as Kafka loads it; kafka-consumer-groups
+            # --describe says "does not exist" for a Dead one and shows no offsets.
+            state = "Empty" if gid in ctx.broker.offsets else "Dead"
+            out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": state,
+                        "protocol_type": "consumer" if state == "Empty" else "",
+                        "protocol_data": "", "members": []})
             continue
         out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": g.state,
                     "protocol_type": g.protocol_type, "protocol_data": g.protocol,

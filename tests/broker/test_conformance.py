@@ -203,3 +203,84 @@ def test_java_verifiable_producer_and_consumers_through_a_rebalance(broker, tmp_
     assert second_assigned()
     assert len(got) == len(set(got)), "duplicates"
     assert {(p, o): v for p, o, v in got} == produced
+
+
+def test_kafka_python_describe_configs_types_and_broker_listeners(broker):
+    """kafka-python's own suite (test_admin_integration) checks DescribeConfigs v3+ config
+    types (retention.bytes is LONG) and that the broker describes advertised.listeners as a
+    read-only static config."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from .test_kafka_python import admin
+
+    topic = unique("cfgtypes")
+    a = admin(broker)
+    try:
+        a.create_topics({topic: {"num_partitions": 1, "replication_factor": 1,
+                                 "configs": {"retention.ms": "3600000"}}})
+        got = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                 config_filter="all")["topic"][topic]
+        assert got["retention.bytes"]["config_type"] == "LONG"
+        assert got["retention.bytes"]["config_source"] == "DEFAULT_CONFIG"
+        assert got["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert got["segment.bytes"]["config_type"] == "INT"
+        assert got["cleanup.policy"]["config_type"] == "LIST"
+        node = str(a._client.least_loaded_node())
+        cfg = a.describe_configs([ConfigResource(ConfigResourceType.BROKER, node)],
+                                 config_filter="all")["broker"][node]
+        listeners = cfg["advertised.listeners"]
+        assert listeners["config_source"] == "STATIC_BROKER_CONFIG"
+        assert listeners["read_only"] is True
+        assert listeners["value"] == f"PLAINTEXT://{broker.bootstrap}"
+        assert cfg["num.partitions"]["config_type"] == "INT"
+    finally:
+        a.close()
+
+
+def test_kafka_python_manual_replica_assignments_naming_the_one_broker(broker):
+    """Manual assignments that name this (only) broker are valid in Kafka; kafka-python's
+    test_create_partitions sends them. Naming another broker is INVALID_REPLICA_ASSIGNMENT."""
+    from kafka.errors import InvalidReplicationAssignmentError, InvalidRequestError
+
+    from .test_kafka_python import admin
+
+    topic, other = unique("assign"), unique("assign")
+    a = admin(broker)
+    try:
+        a.create_topics({topic: {"assignments": {0: [0], 1: [0]}}})
+        assert len(a.describe_topics([topic])[0]["partitions"]) == 2
+        a.create_partitions({topic: {"count": 4, "assignments": [[0], [0]]}})
+        assert len(a.describe_topics([topic])[0]["partitions"]) == 4
+        with pytest.raises(InvalidReplicationAssignmentError):
+            a.create_partitions({topic: {"count": 5, "assignments": [[1]]}})
+        with pytest.raises(InvalidReplicationAssignmentError):
+            a.create_partitions({topic: {"count": 6, "assignments": [[0]]}})  # 2 new, 1 given
+        with pytest.raises(InvalidReplicationAssignmentError):
+            a.create_topics({other: {"assignments": {0: [0, 1]}}})
+        with pytest.raises(InvalidRequestError):
+            a.create_topics({other: {"num_partitions": 2, "assignments": {0: [0]}}})
+        assert len(a.describe_topics([topic])[0]["partitions"]) == 4
+    finally:
+        a.close()
+
+
+def test_group_known_only_by_committed_offsets_is_empty_not_dead(broker):
+    """Offsets committed outside group management (generation -1: the admin client, or
+    kafka-consumer-groups --reset-offsets) make a group Kafka describes as Empty; Dead made
+    kafka-consumer-groups --describe say the group does not exist and hide its offsets."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    topic, group = unique("offonly"), unique("g")
+    create(broker.bootstrap, NewTopic(topic, 1, 1))
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    desc = a.describe_consumer_groups([group])[group].result(10)
+    assert desc.state == ConsumerGroupState.EMPTY
+    assert desc.members == []
+    missing = unique("nogroup")
+    assert a.describe_consumer_groups([missing])[missing].result(10).state == ConsumerGroupState.DEAD
