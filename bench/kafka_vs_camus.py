@@ -23,7 +23,8 @@ run (both brokers first get an untimed warm-up: 50,000 records produced and read
   the client; camus: read the view `src0-sel`. Both run the same client code (parse, keep
   sel == 7), so camus's view is also checked to deliver nothing else. Matching records
   per second = matching records / time from creating the consumer until the last of them
-  arrived. Both sets of ids must equal the produced set (count and a checksum); otherwise
+  arrived (the issue's figure; librdkafka spends ~0.5 s of it starting up, the same on both),
+  and, informational, from the first record received until the last match. Both sets of ids must equal the produced set (count and a checksum); otherwise
   the script says so and exits 1.
 
 Every camus figure is printed with its ratio to Kafka's and the team's goal (produce >= 1.0 x
@@ -270,7 +271,11 @@ def latency(bootstrap: str, topic: str, partitions: int, rate: float, seconds: f
 
 
 def selective(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
-    """Read `topic` from the beginning, keep sel == SEL, until `expected` such records."""
+    """Read `topic` from the beginning, keep sel == SEL, until `expected` such records.
+
+    Timed from creating the consumer (what a new consumer sees) and, as a second figure,
+    from the first record it received (librdkafka's start-up, the same for both brokers,
+    left out)."""
     t0 = time.perf_counter()
     c = _consumer(bootstrap, topic, partitions, "sel")
     ids, others, first, last = [], 0, None, t0
@@ -282,19 +287,20 @@ def selective(bootstrap: str, topic: str, partitions: int, expected: int) -> dic
                 continue
             if m.error():
                 raise RuntimeError(m.error())
+            first = first or time.perf_counter()
             d = json.loads(m.value())
             if d["sel"] == SEL:
                 ids.append(d["id"])
                 last = time.perf_counter()
-                first = first or last - t0
             else:
                 others += 1
     finally:
         c.close()
-    seconds = last - t0
+    seconds, after_first = last - t0, last - (first or last)
     return {"matching": len(ids), "other_records_read": others, "seconds": seconds,
-            "first_match_s": first,
             "records_per_s": len(ids) / seconds if seconds > 0 else 0.0,
+            "first_record_s": (first or t0) - t0, "seconds_after_first": after_first,
+            "records_per_s_after_first": len(ids) / after_first if after_first > 0 else 0.0,
             "checksum": checksum(ids), "ids": ids}
 
 
@@ -374,6 +380,8 @@ def table(res: dict) -> list[tuple]:
                      "p99" if q == "p99" else None))
     rows.append(("selective delivery matching records/s", k["selective"]["records_per_s"],
                  c["selective"]["records_per_s"], "selective"))
+    rows.append(("  the same from the first record received", k["selective"][
+        "records_per_s_after_first"], c["selective"]["records_per_s_after_first"], None))
     out = []
     for metric, kv, cv, goal in rows:
         ratio = cv / kv if kv else float("inf")
