@@ -41,6 +41,7 @@ from .errors import ErrorCode, ProtocolError
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame
 from .registry import REGISTRY, Api, Registry
 from .prescan import prescan
+from .unimplemented import UNIMPLEMENTED
 
 __all__ = ["Request", "ServerConnection", "encode_response", "generic_error_response"]
 
@@ -192,13 +193,16 @@ class ServerConnection:
                 response=unsupported_version_response(self.registry, correlation_id),
                 **where,
             )
+        implemented = api is not None
+        api = api or UNIMPLEMENTED.get(key)  # not advertised, but its items can be echoed
         name = api.name if api is not None else f"API key {key}"
         response = None
         if api is not None:
             response = self._error_in_client_format(api, version, correlation_id, payload)
         if response is None:
             response = generic_error_response(key, version, correlation_id, ErrorCode.unsupported_version)
-        supported = f"supported v{api.min_version}..v{api.max_version}" if api else "not implemented"
+        supported = (f"supported v{api.min_version}..v{api.max_version}" if implemented
+                     else "not implemented")
         return ProtocolError(
             f"{name} v{version} ({supported})" + ("; closing the connection" if response is None else ""),
             ErrorCode.unsupported_version,

@@ -284,3 +284,24 @@ def test_group_known_only_by_committed_offsets_is_empty_not_dead(broker):
     assert desc.members == []
     missing = unique("nogroup")
     assert a.describe_consumer_groups([missing])[missing].result(10).state == ConsumerGroupState.DEAD
+
+
+def test_kafka_python_unimplemented_admin_calls_get_per_item_errors(broker):
+    """kafka-python configured with a broker version (as its own suite runs it:
+    api_version=(4, 0)) sends DeleteGroups and DeleteRecords without checking ApiVersions.
+    Each group / partition gets UNSUPPORTED_VERSION (the empty generic answer made
+    kafka-python fail with KeyError), and the connection stays usable."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import BrokerResponseError, UnsupportedVersionError
+
+    topic, group = unique("unimpl"), unique("g")
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=(4, 0),
+                         request_timeout_ms=10000)
+    try:
+        a.create_topics({topic: {"num_partitions": 2, "replication_factor": 1}})
+        assert a.delete_groups([group]) == {group: "UnsupportedVersionError"}
+        with pytest.raises((UnsupportedVersionError, BrokerResponseError)):
+            a.delete_records({TopicPartition(topic, 0): 1})
+        assert topic in a.list_topics()
+    finally:
+        a.close()

@@ -130,6 +130,48 @@ def test_unregistered_api_known_to_the_codec_gets_an_error_answer():
     assert correlation_id == 4 and body.error_code == ErrorCode.unsupported_version
 
 
+def test_unimplemented_admin_apis_echo_every_item_with_the_error():
+    # DeleteGroups / DeleteRecords / IncrementalAlterConfigs / DescribeTopicPartitions are
+    # not advertised; a client that sends them anyway (kafka-python with api_version set)
+    # gets every item back with UNSUPPORTED_VERSION, not an empty result list.
+    from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+    from kio.schema.delete_records.v2.request import (DeleteRecordsPartition, DeleteRecordsRequest,
+                                                      DeleteRecordsTopic)
+    from kio.schema.describe_topic_partitions.v0.request import (DescribeTopicPartitionsRequest,
+                                                                 TopicRequest)
+    from kio.schema.incremental_alter_configs.v1.request import (AlterConfigsResource,
+                                                                 IncrementalAlterConfigsRequest)
+    import datetime
+
+    from kio.static.primitive import i32, i32Timedelta
+
+    unsupported = ErrorCode.unsupported_version
+    requests = [
+        (42, 2, DeleteGroupsRequest(groups_names=("g1", "g2")),
+         lambda b: [(r.group_id, r.error_code) for r in b.results],
+         [("g1", unsupported), ("g2", unsupported)]),
+        (21, 2, DeleteRecordsRequest(topics=(DeleteRecordsTopic(name="t", partitions=(
+            DeleteRecordsPartition(partition_index=i32(3), offset=5),)),),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=1))),
+         lambda b: [(t.name, p.partition_index, p.error_code) for t in b.topics for p in t.partitions],
+         [("t", 3, unsupported)]),
+        (44, 1, IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=2, resource_name="t", configs=()),), validate_only=False),
+         lambda b: [(r.resource_name, r.error_code) for r in b.responses], [("t", unsupported)]),
+        (75, 0, DescribeTopicPartitionsRequest(topics=(TopicRequest(name="t"),),
+                                               response_partition_limit=i32(10), cursor=None),
+         lambda b: [(t.name, t.error_code) for t in b.topics], [("t", unsupported)]),
+    ]
+    for key, version, body, items, want in requests:
+        conn = ServerConnection()
+        conn.receive_data(encode_request(key, version, body, correlation_id=11))
+        with pytest.raises(ProtocolError) as info:
+            conn.next_request()
+        assert "not implemented" in str(info.value)
+        correlation_id, decoded, _ = decode_response(key, version, info.value.response)
+        assert correlation_id == 11 and items(decoded) == want, key
+
+
 @pytest.mark.parametrize("key", [-1, 1000, 32767])
 def test_unknown_api_key_closes(key):
     error = _expect_error(_raw_request(key, 0, 6))
