@@ -25,6 +25,10 @@ from compiler.p4.program import emit_program
 
 ELECTION_ID = 1  # `camus controller push`'s default election id
 PLACEHOLDER_ID = 0x01FFFFFF  # the member action until `p4c_ids` numbers every action
+# The program's actions in the order p4c's P4Info lists them: NoAction, then each control's
+# actions as compiler/p4/controls.py declares them (tests/p4/test_p4c_ids.py checks this).
+ACTION_ORDER = ("NoAction", "CamusIngress.drop", "CamusIngress.set_state", "CamusIngress.fwd",
+                "CamusIngress.mcast", "CamusEgress.set_udp_port", f"CamusEgress.{derived.MEMBER_ACTION}")
 
 
 def program_p4info(pipeline: dict, slots: int = DEFAULT_SLOTS):
@@ -128,7 +132,11 @@ def p4c_ids(info):
         c.preamble.id, c.preamble.alias = counter_ids[c.preamble.name], aliases[c.preamble.name]
     info.type_info.SetInParent()  # p4c always writes `type_info {}`
     info.pkg_info.ClearField("name")  # p4c writes only the architecture (no @pkginfo here)
-    actions = sorted(info.actions, key=lambda a: a.preamble.id)
+    # p4c lists actions as it visits the controls (V1Switch's order: ingress, then egress),
+    # each control's actions in declaration order after the control's copy of NoAction;
+    # tables come in declaration order already (compiler.p4info and the emitter agree).
+    order = {name: i for i, name in enumerate(ACTION_ORDER)}
+    actions = sorted(info.actions, key=lambda a: (order.get(a.preamble.name, len(order)), a.preamble.name))
     del info.actions[:]
     info.actions.extend(actions)
     return info

@@ -107,6 +107,24 @@ def test_an_ir_header_named_like_the_programs_structs_is_refused():
         emit_program(p)
 
 
+@pytest.mark.parametrize("case", ["itch", "all"])
+def test_p4info_lists_tables_and_actions_in_p4cs_order(case):
+    """p4c: controls in V1Switch order (ingress, egress); in each, tables and actions in
+    declaration order, NoAction first (p4c's basic_routing-bmv2 P4Info shows all three)."""
+    import re
+
+    program = (GOLDEN / case / "program.p4").read_text()
+    info = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
+    tables, actions = [], ["NoAction"]
+    for control in ("CamusIngress", "CamusEgress"):
+        body = program[program.index(f"control {control}("):]
+        body = body[:body.index("\n}\n")]
+        tables += [f"{control}.{t}" for t in re.findall(r"^    table (\w+) \{", body, re.M)]
+        actions += [f"{control}.{a}" for a in re.findall(r"^    action (\w+)\(", body, re.M)]
+    assert [t.preamble.name for t in info.tables] == tables
+    assert [a.preamble.name for a in info.actions] == actions
+
+
 def test_program_p4info_is_deterministic():
     p = _itch_pipeline()
     assert program_p4info(p) == program_p4info(p)
