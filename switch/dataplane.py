@@ -118,8 +118,9 @@ class DataPlane(abc.ABC):
         if not isinstance(doc, dict) or doc.get("camus_entries") != 1:
             raise EntryError("entries.json must be an object with camus_entries: 1")
         for g in doc.get("multicast_groups", []):
-            gid, reps = parse_group(g)
-            self.set_group(gid, reps)
+            gid, reps = parse_group(g)  # checked and normalised once, not again by set_group
+            self._groups[gid] = reps
+            self._install_group(gid, reps)
         for entry in doc.get("table_entries", []):
             self.insert(entry)
 

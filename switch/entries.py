@@ -193,8 +193,15 @@ def parse_group(doc: Any) -> tuple[int, tuple[tuple[int, int], ...]]:
 
 def normalise_replicas(gid: int, replicas) -> tuple[tuple[int, int], ...]:
     out = []
+    port_limit, rid_limit = 1 << PORT_WIDTH, 1 << RID_WIDTH
     for port, rid in replicas:
-        out.append((_int(port, PORT_WIDTH, f"group {gid} replica port"), _int(rid, RID_WIDTH, f"group {gid} rid")))
+        # The common case checked inline (groups of hundreds of replicas load by the
+        # ten thousand); anything else goes through _int for its error message.
+        if type(port) is int and type(rid) is int and 0 <= port < port_limit and 0 <= rid < rid_limit:
+            out.append((port, rid))
+        else:
+            out.append((_int(port, PORT_WIDTH, f"group {gid} replica port"),
+                        _int(rid, RID_WIDTH, f"group {gid} rid")))
     if len(set(out)) != len(out):
         raise EntryError(f"multicast group {gid}: a (port, rid) replica appears twice")
     return tuple(sorted(out))

@@ -122,16 +122,21 @@ def custom_app(rng: random.Random) -> App:
         hname = ("m", "n")[h]
         hf: list[tuple[str, int]] = []
         if h == 0 and rng.random() < 0.3:
-            hf.append(("kind", 8))
-            type_field = (offset, 8)
-            types = tuple(sorted(rng.sample(range(256), rng.randint(1, 3))))
+            tw = rng.choice((8, 8, 16, 4))
+            if tw == 4 or rng.random() < 0.3:  # not the first field, or not byte-aligned
+                lead = 4 if tw == 4 else 8
+                hf.append(("lead", lead))
+                offset += lead
+            hf.append(("kind", tw))
+            type_field = (offset, tw)
+            types = tuple(sorted(rng.sample(range(1 << tw), rng.randint(1, 3))))
             annotations.append(f"@pragma message_type(m.kind, {', '.join(hex(t) for t in types)})")
             if rng.random() < 0.5:
-                qfields.append(F("m.kind", 8, rng.choice(("range", "exact")), False, offset))
+                qfields.append(F("m.kind", tw, rng.choice(("range", "exact")), False, offset))
                 annotations.append(("@pragma query_field(m.kind)" if qfields[-1].kind == "range"
                                     else "@query_field_exact(m.kind)"))
             type_q = "m.kind"
-            offset += 8
+            offset += tw
         for _ in range(rng.randint(1, 3)):
             if rng.random() < 0.15:  # odd widths that still add up to whole bytes
                 widths = rng.choice(((4, 4), (1, 7), (3, 5), (12, 4), (4, 64, 4), (3, 32, 5),
@@ -529,6 +534,16 @@ def put(buf: bytearray, bit_offset: int, width: int, value: int) -> None:
     buf[first:end] = raw.to_bytes(end - first, "big")
 
 
+def self_width(app: App) -> int:
+    return app.type_field[1] if app.type_field else 8
+
+
+def get(buf: bytes, bit_offset: int, width: int) -> int:
+    first, end = bit_offset // 8, (bit_offset + width + 7) // 8
+    raw = int.from_bytes(buf[first:end], "big")
+    return (raw >> (end * 8 - bit_offset - width)) & ((1 << width) - 1)
+
+
 def message_bytes(app: App, msg: dict[str, int], rng: random.Random, mtype: int | None = None,
                   extra: int = 0) -> bytes:
     buf = bytearray(rng.randbytes(app.message_bytes + extra))
@@ -573,11 +588,8 @@ def single_case(app: App, message: bytes, ports: list[int], **frame_kw) -> Case:
 def selected(app: App, block: bytes, rules, msg) -> list[int]:
     if len(block) < app.message_bytes:
         return []
-    if app.type_field is not None:
-        off, w = app.type_field
-        v = int.from_bytes(block[off // 8: off // 8 + 1], "big")
-        if v not in app.types:
-            return []
+    if app.type_field is not None and get(block, *app.type_field) not in app.types:
+        return []
     return ports_of(rules, msg)
 
 
@@ -594,7 +606,7 @@ def cases_for(app: App, rules, gen: RuleGen, rng: random.Random, n: int) -> list
             extra = rng.choice((0, 0, 0, 1, 9))
             mtype = None
             if app.type_field is not None and rng.random() < 0.2:
-                mtype = rng.randrange(256)
+                mtype = rng.randrange(1 << app.type_field[1])
             if app.type_qname:  # the type field's value is what the message bytes say
                 msg[app.type_qname] = rng.choice(app.types) if mtype is None else mtype
                 mtype = msg[app.type_qname]
@@ -609,7 +621,8 @@ def cases_for(app: App, rules, gen: RuleGen, rng: random.Random, n: int) -> list
                 msg = gen.message()
                 mtype = None
                 if app.type_field is not None and r < 0.15:
-                    mtype = rng.choice([t for t in (0x41, 0x46, 0x45, 0x53, 0, 255, 1) if t not in app.types] or [None])
+                    mtype = rng.choice([t for t in (0x41, 0x46, 0x45, 0x53, 0, 255, 1, 15)
+                                        if t not in app.types and t < 1 << app.type_field[1]] or [None])
                 if app.type_qname:
                     msg[app.type_qname] = rng.choice(app.types) if mtype is None else mtype
                     mtype = msg[app.type_qname]
@@ -680,7 +693,7 @@ def bad_cases(app: App, rules, gen: RuleGen, rng: random.Random) -> list[Case]:
         # zero-length blocks and unknown message types around a selected message
         other = bytearray(block)
         if app.type_field:
-            put(other, *app.type_field, next(t for t in range(256) if t not in app.types))
+            put(other, *app.type_field, next(t for t in range(16) if t not in app.types))
         blocks = [b"", bytes(other), block, block[:app.message_bytes - 1], bytes(other), block, b""]
         sel = ports_of(rules, msg)
         sets = [[], [] if app.type_field else sel, sel, [], [] if app.type_field else sel, sel, []]
@@ -775,7 +788,7 @@ def check(app: App, rules, rules_text: str, messages: list[dict[str, int]], case
                 given = j.get(tq, j.get(tq.split(".")[1]))
                 type_ok = given is None or given in app.types
             elif rng.random() < 0.2:
-                t = rng.choice((rng.randrange(256), *app.types))
+                t = rng.choice((rng.randrange(1 << self_width(app)), *app.types))
                 j[tq if rng.random() < 0.5 else tq.split(".")[1]] = t
                 type_ok = t in app.types
         lines.append(json.dumps(j))
