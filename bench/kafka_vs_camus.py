@@ -24,8 +24,9 @@ run (both brokers first get an untimed warm-up: 50,000 records produced and read
   sel == 7), so camus's view is also checked to deliver nothing else. Matching records
   per second = matching records / time from creating the consumer until the last of them
   arrived (the issue's figure; librdkafka spends ~0.5 s of it starting up, the same on both),
-  and, informational, from the first record received until the last match. Both sets of ids must equal the produced set (count and a checksum); otherwise
-  the script says so and exits 1.
+  and, informational, from the first record received until the last match. Both sets of
+  ids must equal the produced set (count and a checksum); otherwise the script says so and
+  exits 1.
 
 Every camus figure is printed with its ratio to Kafka's and the team's goal (produce >= 1.0 x
 Kafka, p99 <= 0.1 x Kafka, selective delivery >= 5 x Kafka). The machine is shared and
@@ -112,7 +113,7 @@ def kafka(tmp: Path):
 @contextmanager
 def camus(tmp: Path, profile: str | None):
     out = tmp / "camus-serve.log"
-    prefix = ["-m", "cProfile", "-o", profile] if profile else []
+    prefix = ["-m", "cProfile", "-o", os.path.abspath(profile)] if profile else []
     cmd = [sys.executable, *prefix, "-m", "camus.cli", "serve", "--listen", "127.0.0.1:0",
            "--data-dir", str(tmp / "camus-data")]
     with open(out, "wb") as log:
@@ -372,7 +373,8 @@ def table(res: dict) -> list[tuple]:
     k, c = res["kafka"], res["camus"]
     rows = [("produce records/s (camus: topic with a view)", k["produce"]["records_per_s"],
              c["produce"]["records_per_s"], "produce"),
-            ("produce MB/s (camus: topic with a view)", k["produce"]["mb_per_s"], c["produce"]["mb_per_s"], None),
+            ("produce MB/s (camus: topic with a view)", k["produce"]["mb_per_s"],
+             c["produce"]["mb_per_s"], None),
             ("produce records/s (plain topic)", k["produce_plain"]["records_per_s"],
              c["produce_plain"]["records_per_s"], None)]
     for q, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
