@@ -4,7 +4,9 @@ Each partition's record batches are decoded (every codec, via `shim.protocol.rec
 and validated before any offset is assigned, so a bad batch fails only its partition.
 Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets its
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
-INVALID_PRODUCER_EPOCH. Views are read-only (INVALID_TOPIC_EXCEPTION). acks=0 requests
+INVALID_PRODUCER_EPOCH. Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
+than the topic's max.message.bytes (Kafka's default, 1048588) fails its partition with
+MESSAGE_TOO_LARGE, as Kafka's does. acks=0 requests
 are handled the same way; the server just sends nothing back.
 """
 
@@ -55,6 +57,13 @@ def handle_produce(ctx, request):
             continue
         if not batches:
             answer.update(error_code=ErrorCode.invalid_record, error_message="no record batch")
+            continue
+        limit = topic.int_config("max.message.bytes")
+        too_large = [b for b in batches if b.batch_length + 12 > limit]
+        if too_large:  # as Kafka: the batch as sent (compressed), log overhead included
+            answer.update(error_code=ErrorCode.message_too_large,
+                          error_message=f"batch of {too_large[0].batch_length + 12} bytes is "
+                                        f"larger than max.message.bytes={limit}")
             continue
         answer.update(_append(broker, topic, index, raw, batches))
         answer["log_start_offset"] = lg.start_offset

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # no
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from .conftest import unique  # noqa: E402
-from .test_confluent_kafka import create  # noqa: E402
+from .test_confluent_kafka import consume, create  # noqa: E402
 
 
 class _Lines(logging.Handler):
@@ -305,3 +305,25 @@ def test_kafka_python_unimplemented_admin_calls_get_per_item_errors(broker):
         assert topic in a.list_topics()
     finally:
         a.close()
+
+
+def test_batch_larger_than_max_message_bytes_is_refused(broker):
+    """franz-go's TestClient_ProduceLargeMessages: a batch larger than the topic's
+    max.message.bytes gets MESSAGE_TOO_LARGE for its partition (it was stored)."""
+    topic = unique("maxbytes")
+    create(broker.bootstrap, NewTopic(topic, 1, 1, config={"max.message.bytes": "51200"}))
+    p = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 20_000_000,
+                  "compression.type": "none", "linger.ms": 0})
+    errors: list = []
+
+    def done(err, msg):
+        errors.append(err)
+
+    p.produce(topic, b"x" * 100_000, on_delivery=done)
+    assert p.flush(15) == 0
+    p.produce(topic, b"y" * 1000, on_delivery=done)  # a batch of its own
+    assert p.flush(15) == 0
+    codes = sorted(e.code() if e else 0 for e in errors)
+    assert codes == [0, KafkaError.MSG_SIZE_TOO_LARGE], errors
+    got = consume(broker.bootstrap, topic, 1)
+    assert [m.value() for m in got] == [b"y" * 1000]

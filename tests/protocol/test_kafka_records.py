@@ -234,7 +234,10 @@ def test_mutated_real_batches_raise_only_record_batch_errors(data):
     try:
         decode_batches(bytes(raw), verify_crc=data.draw(st.booleans()))
     except RecordBatchError as error:
-        assert error.error_code in (ErrorCode.corrupt_message, ErrorCode.invalid_record)
+        # MESSAGE_TOO_LARGE: a mutated length can make snappy claim more than
+        # max_decompressed (found by this test).
+        assert error.error_code in (ErrorCode.corrupt_message, ErrorCode.invalid_record,
+                                    ErrorCode.message_too_large)
 
 
 def _raw_batches(name: str) -> list[bytes]:
