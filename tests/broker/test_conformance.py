@@ -327,3 +327,65 @@ def test_batch_larger_than_max_message_bytes_is_refused(broker):
     assert codes == [0, KafkaError.MSG_SIZE_TOO_LARGE], errors
     got = consume(broker.bootstrap, topic, 1)
     assert [m.value() for m in got] == [b"y" * 1000]
+
+
+def _java(libs, *args, timeout: float = 120) -> tuple[int, str]:
+    import subprocess
+
+    out = subprocess.run(["java", "-Xmx256m", "-cp", f"{libs}/*", *args], capture_output=True,
+                         text=True, timeout=timeout)
+    return out.returncode, out.stdout + out.stderr
+
+
+@pytest.mark.java
+def test_java_consumer_groups_and_admin_tools(broker, tmp_path):
+    """Kafka's kafka-consumer-groups (describe, state, reset-offsets, delete), kafka-configs
+    --alter and kafka-delete-records against camus: the supported ones work, the
+    deliberately unimplemented ones (DeleteGroups, IncrementalAlterConfigs, DeleteRecords)
+    end with a clean UnsupportedVersion error, not a hang."""
+    import json
+
+    from .test_kcat_and_java import kafka_libs
+
+    libs = kafka_libs()
+    if libs is None:
+        pytest.skip("needs java and Kafka's jars (../shared/peers/kafka/kafka.sh jars, or KAFKA_LIBS=DIR)")
+    from .test_groups_and_restart import GROUP_CONF, produce
+
+    topic, group = unique("jcg"), unique("jg")
+    create(broker.bootstrap, NewTopic(topic, 1, 1))
+    produce(broker.bootstrap, topic, [f"v{i}".encode() for i in range(10)])
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **GROUP_CONF})
+    c.subscribe([topic])
+    got, deadline = 0, time.monotonic() + 20
+    while got < 10 and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        got += m is not None and not m.error()
+    c.commit(asynchronous=False)
+    c.close()  # the group is Empty now, its offsets kept
+
+    cg = ["org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server",
+          broker.bootstrap, "--group", group]
+    rc, out = _java(libs, *cg, "--describe")
+    assert rc == 0 and "has no active members" in out, out
+    row = next(line.split() for line in out.splitlines() if line.startswith(group))
+    assert row[:6] == [group, topic, "0", "10", "10", "0"], out
+    rc, out = _java(libs, *cg, "--describe", "--state")
+    assert rc == 0 and "Empty" in out, out
+    rc, out = _java(libs, *cg, "--reset-offsets", "--to-offset", "3", "--topic", topic, "--execute")
+    assert rc == 0 and any(line.split()[:4] == [group, topic, "0", "3"] for line in out.splitlines()), out
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 3
+    c.close()
+    rc, out = _java(libs, *cg, "--delete")
+    assert "does not support DELETE_GROUPS" in out, out
+    rc, out = _java(libs, "kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap,
+                    "--alter", "--entity-type", "topics", "--entity-name", topic,
+                    "--add-config", "retention.ms=1000")
+    assert rc != 0 and "INCREMENTAL_ALTER_CONFIGS API is not supported" in out, out
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "offset": 1}]}))
+    rc, out = _java(libs, "org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server",
+                    broker.bootstrap, "--offset-json-file", str(spec))
+    assert "does not support DELETE_RECORDS" in out, out
