@@ -21,7 +21,9 @@ at every interval endpoint those residuals use, a sweep over the cuts keeps the 
 residuals satisfied by each elementary interval, and each interval leads to the canonical
 state of what remains. Adjacent intervals leading to the same state are merged (a test
 that changes nothing is never split), and a state whose split leads everywhere to one
-successor is bypassed altogether (the BDD's redundant-node removal). A state with no
+successor is bypassed altogether (the BDD's redundant-node removal). A last bottom-up pass
+also merges states whose splits came out identical though their residual sets differ in
+writing (isomorphism on meaning, which hash-consing alone misses). A state with no
 residual left is a leaf: G is its action set.
 
 Correctness does not depend on the order of fields, only size does; the order heuristic
@@ -202,25 +204,32 @@ def build(items: Sequence[tuple[Conjunction, frozenset[int]]], order: Sequence[Q
 
 
 def _bypass_redundant(d: Diagram) -> None:
-    """Point every reference to a state whose split goes one way straight at its successor.
+    """Reduce the diagram bottom-up, from the last stage to the first.
 
-    Bypassing can make a parent's neighbouring intervals equal, and so the parent itself
-    one-way: repeat until nothing changes. The root stays (its id is fixed at 0).
+    At each stage, every reference is first pointed at its successor's representative and
+    neighbouring intervals with one successor are merged; then a state whose split goes one
+    way is replaced by its successor (redundant-node removal), and states whose splits are
+    now identical are replaced by one of them: the isomorphism reduction on meaning, which
+    hash-consing on residual sets misses when two sets are written differently but decide
+    every message alike (`b < 5 and c == 1 | b >= 5 and c == 1` against `c == 1`). The
+    representative is the state with the smallest canonical text, so that ids never depend
+    on discovery order. A split only leads to later stages, so one pass reaches the fixed
+    point. The root stays (its id is fixed at 0).
     """
-    while True:
-        alias = {s: sp.intervals[0][2] for s, sp in d.splits.items()
-                 if s != d.root and len(sp.intervals) == 1}
-        if not alias:
-            return
+    alias: dict[int, int] = {}
 
-        def resolve(t: int) -> int:
-            while t in alias:
-                t = alias[t]
-            return t
+    def resolve(t: int) -> int:
+        while t in alias:
+            t = alias[t]
+        return t
 
-        for s in alias:
-            del d.splits[s]
-        for split in d.splits.values():
+    by_stage: dict[int, list[int]] = defaultdict(list)
+    for s, split in d.splits.items():
+        by_stage[split.stage].append(s)
+    for k in sorted(by_stage, reverse=True):
+        same: dict[tuple, list[int]] = defaultdict(list)
+        for s in by_stage[k]:
+            split = d.splits[s]
             merged: list[tuple[int, int, int]] = []
             for lo, hi, t in split.intervals:
                 t = resolve(t)
@@ -229,3 +238,15 @@ def _bypass_redundant(d: Diagram) -> None:
                 else:
                     merged.append((lo, hi, t))
             split.intervals = merged
+            if len(merged) == 1 and s != d.root:
+                alias[s] = merged[0][2]
+            else:
+                same[tuple(merged)].append(s)
+        for members in same.values():
+            if len(members) > 1:
+                rep = d.root if d.root in members else min(members, key=d.describe)
+                for s in members:
+                    if s != rep:
+                        alias[s] = rep
+    for s in alias:
+        del d.splits[s]

@@ -496,3 +496,28 @@ def test_eval_takes_whole_messages(tmp_path):
                            "\n".join(json.dumps(x) for x in lines) + "\n", subprocess_mode=False)
     assert out.splitlines() == ["[1]", "[1, 2]", "[]", "[]", "null"], err
     assert rc == 1 and "65536 is not a 16-bit" in err
+
+
+def test_states_that_decide_alike_are_one_state(tmp_path):
+    """Residual sets written differently but meaning the same share one state: a == 1 and
+    a == 2 lead to states with identical splits on b, merged into one (both a entries lead to it)."""
+    from compiler.compile import compile_text
+
+    spec = "header m { bit<8> a; bit<8> b; bit<8> c; }\n" + "".join(
+        f"@pragma query_field(m.{f})\n" for f in "abc")
+    text = ("a == 1 and (b < 5 and c == 1 or b >= 5 and c == 1) : fwd(1)\n"
+            "a == 1 and b == 7 : fwd(2)\na == 2 and c == 1 : fwd(1)\na == 2 and b == 7 : fwd(2)\n")
+    c = compile_text(spec, text, ["a", "b", "c"])
+    stages = [c.diagram.splits[s].stage for s in c.diagram.reachable() if s in c.diagram.splits]
+    assert stages.count(1) == 1, stages
+    a_entries = [e for e in c.entries["table_entries"] if e["table"] == "app_a"]
+    assert len(a_entries) == 2 and a_entries[0]["params"] == a_entries[1]["params"], a_entries
+    a, b, cc = (o.F(f"m.{f}", 8, "range", False, 8 * i) for i, f in enumerate("abc"))
+    rules = [(("and", [_atom(a, "==", 1), ("or", [("and", [_atom(b, "<", 5), _atom(cc, "==", 1)]),
+                                                   ("and", [_atom(b, ">=", 5), _atom(cc, "==", 1)])])]), [1]),
+             (("and", [_atom(a, "==", 1), _atom(b, "==", 7)]), [2]),
+             (("and", [_atom(a, "==", 2), _atom(cc, "==", 1)]), [1]),
+             (("and", [_atom(a, "==", 2), _atom(b, "==", 7)]), [2])]
+    app = o.App("custom", spec, [a, b, cc], 3, 1234, "single")
+    msgs = [{"m.a": x, "m.b": y, "m.c": z} for x in (0, 1, 2, 3) for y in (4, 5, 7, 8) for z in (0, 1, 2)]
+    _judge(tmp_path, app, rules, text, msgs)
