@@ -285,6 +285,7 @@ class Broker:
         now = int(time.time() * 1000)
         for (name, p), lg in list(self.logs.items()):
             t = self.catalog.get(name)
-            if t is not None and not t.is_view and lg.enforce_retention(now):
+            if (t is not None and not t.is_view and lg.time_retention_due(now)
+                    and lg.enforce_retention(now)):
                 for v in self.catalog.views_of(name):
                     self.logs[(v.name, p)].drop_before(lg.start_offset)

@@ -11,8 +11,11 @@ stays in memory; Fetch reads a contiguous run of batches with one read); without
 and for views, which are derived, they live in memory. On disk a log is a directory of
 segment files named by their first offset (20 digits, as Kafka names them), each the
 concatenation of its batches. The last segment is active; it rolls once it passes `segment_bytes`. Retention drops whole segments from
-the front: while the log exceeds `retention_bytes`, or while the oldest segment's
-newest timestamp is older than `retention_ms`. When every batch has expired an empty
+the front: while the log exceeds `retention_bytes` (checked at every append), or while
+the oldest segment's newest timestamp is older than `retention_ms` (checked every
+min(retention_ms, 5 min), like Kafka's log.retention.check.interval.ms, so records
+produced with old timestamps, as clients' test suites do, stay readable for a while as
+they do on Kafka, instead of vanishing at once). When every batch has expired an empty
 active segment named by the log end offset stays behind, so the next offset survives
 a restart. A torn last batch (crash mid-append) is cut off when the log is opened.
 """
@@ -29,6 +32,7 @@ from shim.protocol.errors import RecordBatchError
 from shim.protocol.records import decode_batch, read_batch_header
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
+RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
 
 
 @dataclass
@@ -71,6 +75,7 @@ class PartitionLog:
         self.segment_bytes = segment_bytes
         self.segments: list[Segment] = []
         self.next_offset = start_offset
+        self._time_checked = int(time.time() * 1000)
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
             self._open()
@@ -131,11 +136,18 @@ class PartitionLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
-        """(offset, timestamp) of the batch with the newest timestamp, (-1, -1) if empty."""
-        best = (-1, -1)
-        for h in self.headers():
+        """(offset, timestamp) of the first record with the newest timestamp, (-1, -1) if
+        empty: the record's own offset, as Kafka answers since 3.8 (KAFKA-16310), not the
+        end of its batch (confluent-kafka's list_offsets test checks it)."""
+        best, best_batch = (-1, -1), None
+        for b in self._batches():
+            h = read_batch_header(b, verify_crc=False)
             if h.max_timestamp > best[1]:
-                best = (h.last_offset, h.max_timestamp)
+                best, best_batch = (h.last_offset, h.max_timestamp), b
+        if best_batch is not None:
+            for r in decode_batch(best_batch, verify_crc=False).records:
+                if r.timestamp == best[1]:
+                    return r.offset, r.timestamp
         return best
 
     # --- writing --------------------------------------------------------------------
@@ -156,13 +168,21 @@ class PartitionLog:
         stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
         active.max_timestamp = max(active.max_timestamp, stamp)
         self.next_offset = last_offset + 1
-        self.enforce_retention()
+        self.enforce_retention(by_time=False)
 
     def advance(self, next_offset: int) -> None:
         """Move the end without a batch (a view whose source records were all filtered out)."""
         self.next_offset = max(self.next_offset, next_offset)
 
-    def enforce_retention(self, now_ms: int | None = None) -> int:
+    def time_retention_due(self, now_ms: int) -> bool:
+        """Whether the periodic time-based retention check is due (then it counts as done)."""
+        if self.retention_ms < 0 or now_ms - self._time_checked < min(self.retention_ms,
+                                                                      RETENTION_CHECK_MS):
+            return False
+        self._time_checked = now_ms
+        return True
+
+    def enforce_retention(self, now_ms: int | None = None, *, by_time: bool = True) -> int:
         """Drop expired segments from the front; returns how many were dropped."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         dropped = 0
@@ -170,7 +190,8 @@ class PartitionLog:
             first = self.segments[0]
             # Kafka's rule: drop a segment only if what remains still holds retention_bytes.
             too_big = self.retention_bytes >= 0 and self.size - first.size >= self.retention_bytes
-            too_old = self.retention_ms >= 0 and first.max_timestamp < now_ms - self.retention_ms
+            too_old = (by_time and self.retention_ms >= 0
+                       and first.max_timestamp < now_ms - self.retention_ms)
             if not (too_big or too_old):
                 break
             if len(self.segments) == 1:

@@ -389,3 +389,31 @@ def test_java_consumer_groups_and_admin_tools(broker, tmp_path):
     rc, out = _java(libs, "org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server",
                     broker.bootstrap, "--offset-json-file", str(spec))
     assert "does not support DELETE_RECORDS" in out, out
+
+
+def test_list_offsets_of_records_with_old_timestamps(broker):
+    """confluent-kafka's own test_list_offsets: three records stamped in 2001, in one batch.
+    They stay readable (Kafka checks time retention every 5 minutes; camus dropped them at
+    once), and MAX_TIMESTAMP names the record with the newest timestamp, not the batch's
+    last offset (Kafka >= 3.8)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    topic = unique("oldts")
+    create(broker.bootstrap, NewTopic(topic, 1, 1))
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100})
+    base = 1_000_000_000
+    for value, dt in (("Message-1", 100), ("Message-2", 400), ("Message-3", 200)):
+        p.produce(topic, value, partition=0, timestamp=base + dt)
+    assert p.flush(10) == 0
+    time.sleep(1.5)  # several housekeeping ticks
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition(topic, 0)
+    for kwargs in ({}, {"isolation_level": IsolationLevel.READ_COMMITTED}):
+        for spec, want in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 3),
+                           (OffsetSpec.max_timestamp(), 1),
+                           (OffsetSpec.for_timestamp(base + 150), 1)):
+            got = a.list_offsets({tp: spec}, **kwargs)[tp].result()
+            assert got.offset == want, (type(spec).__name__, got.offset)
+    assert [m.value() for m in consume(broker.bootstrap, topic, 3)] == [
+        b"Message-1", b"Message-2", b"Message-3"]
