@@ -11,7 +11,7 @@ A rules file holds one rule per line, or several separated by ';'; '#' starts a 
     comparison := operand OP operand                   OP: == != < <= > >= (= means ==)
                 | operand ['not'] 'in' '{' [operand (',' operand)*] '}'   (`in {}` is false)
     operand    := field | INT['/'LEN] | HEX['/'LEN] | STRING | WORD | IPV4['/'LEN]
-    action     := 'fwd' '(' INT (',' INT)* ')'
+    action     := 'fwd' '(' PORT (',' PORT)* ')'                PORT: INT or HEX, 1..511
 
 One side of a comparison is a field (`header.field`, or a bare `field` when unique); the
 other is a constant: a number, a quoted string or bare word for character fields, or a dotted
@@ -278,7 +278,7 @@ class _Parser:
         return ports
 
     def port(self) -> Token:
-        if self.peek().type not in ("INT", "SLOT"):
+        if self.peek().type not in ("INT", "HEX", "SLOT"):
             self.fail("a port number")
         return self.take()
 
@@ -370,9 +370,12 @@ class _RuleBuilder:
         for tok in tokens:
             if tok.type == "SLOT":
                 tok = values[int(tok.value)]
-            if tok.type != "INT" or not tok.value.isdigit():
+            if tok.type == "INT" and tok.value.isdigit():
+                port = int(tok.value)
+            elif tok.type == "HEX" and "/" not in tok.value:
+                port = int(tok.value, 16)
+            else:
                 raise self.error(f"expected a port number, not {tok.value!r}", tok)
-            port = int(tok.value)
             if not 1 <= port <= MAX_PORT:
                 raise self.error(f"port {port} is out of range (1..{MAX_PORT})", tok)
             ports.add(port)

@@ -164,8 +164,9 @@ def custom_app(rng: random.Random) -> App:
                         annotations.append(f"@pragma ascii({q})")
                 offset += w
             if rng.random() < 0.3:
-                hf.append((f"pad{len(hf)}", 8))
-                offset += 8
+                pw = rng.choice((8, 8, 24, 80, 128))  # filler, maybe wider than any query field
+                hf.append((f"pad{len(hf)}", pw))
+                offset += pw
         headers.append((hname, hf))
     if not qfields:  # at least one query field: the last field declared
         hname, hf = headers[-1]
@@ -421,7 +422,7 @@ class RuleGen:
                 ports = self.ports()
             rules.append((filt, how, ports))
         for filt, how, ports in rules:
-            pt = rng.choice((", ", ",", " , ")).join(map(str, ports))
+            pt = rng.choice((", ", ",", " , ")).join(hex(p) if rng.random() < 0.05 else str(p) for p in ports)
             texts.append(f"{self.render(how)}{rng.choice((' : ', ':', ' :'))}fwd({pt})")
         return [(f, p) for f, _, p in rules], self.join(texts)
 
@@ -682,6 +683,16 @@ def bad_cases(app: App, rules, gen: RuleGen, rng: random.Random) -> list[Case]:
             Case(ip_udp_frame(b"S" * 10 + struct.pack("!QH", 5, 0) + struct.pack("!H", len(block)) + block,
                               app.udp_port), {}, "no_route"),  # heartbeat with trailing bytes
         ]
+        # A count of 1 with two blocks: the second is trailing bytes, never read nor copied.
+        c = mold_case(app, b"C" * 10, 3, [block], [ports_of(rules, msg)])
+        tail = struct.pack("!H", len(block)) + block
+        f = bytearray(c.frame + tail)
+        struct.pack_into("!H", f, 14 + 2, len(f) - 14)
+        struct.pack_into("!H", f, 14 + 10, 0)
+        struct.pack_into("!H", f, 14 + 10, _csum(bytes(f[14:34])))
+        struct.pack_into("!H", f, 14 + 20 + 4, len(f) - 34)
+        out.append(Case(bytes(f), {p: expected_copy(bytes(f), fr[14 + 20 + 8:]) for p, fr in c.copies.items()},
+                        c.drop))
         # As many messages as fit in a jumbo frame, and a second block that overruns.
         many = (MAX_FRAME - 14 - 20 - 8 - 20) // (2 + len(block))
         sets = [ports_of(rules, msg)] * many

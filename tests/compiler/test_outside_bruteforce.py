@@ -331,7 +331,7 @@ def test_separators_comments_line_endings(tmp_path):
             "\ta == 1 : fwd(1) ; b == 2:fwd(2);\r\n"
             "\r\n"
             "   c\t==\t3\t:\tfwd(3)   # trailing; comment\r\n"
-            "d = 4 : fwd(4);;a==5:fwd(5)\r\n"
+            "d = 4 : fwd(0x4);;a==5:fwd(5)\r\n"
             "# last line without newline")
     msgs = [{"m.a": x, "m.b": x, "m.c": x, "m.d": x} for x in range(7)]
     _judge(tmp_path, app, rules, text, msgs)
