@@ -168,11 +168,12 @@ def custom_app(rng: random.Random) -> App:
                 hf.append((f"pad{len(hf)}", pw))
                 offset += pw
         headers.append((hname, hf))
-    if not qfields:  # at least one query field: the last field declared
+    if not qfields:  # at least one query field: one more, at the end
         hname, hf = headers[-1]
-        name, w = hf[-1]
-        qfields.append(F(f"{hname}.{name}", w, "range", False, offset - w))
-        annotations.append(f"@pragma query_field({hname}.{name})")
+        hf.append(("last", 16))
+        qfields.append(F(f"{hname}.last", 16, "range", False, offset))
+        annotations.append(f"@pragma query_field({hname}.last)")
+        offset += 16
     framing = rng.choice(("single", "single", "moldudp64"))
     udp_port = rng.choice((1234, 4000, 65535, 1))
     lines = []
