@@ -9,6 +9,24 @@ from __future__ import annotations
 
 from shim.protocol import ErrorCode, api_versions, metadata
 
+# Asked for authorized operations (Metadata v8+, DescribeGroups v3+, DescribeCluster), a
+# Kafka broker without an authorizer answers every operation the resource type supports
+# (AclEntry.supportedOperations) as a bit field of AclOperation codes; not asked, INT32_MIN.
+# confluent-kafka's describe_* tests expect a non-empty list.
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
+OPERATIONS = {
+    "topic": (READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    "group": (READ, DESCRIBE, DELETE),
+    "cluster": (CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
+                DESCRIBE),
+}
+NOT_ASKED = -(1 << 31)
+
+
+def authorized_operations(resource: str, asked) -> int:
+    return sum(1 << op for op in OPERATIONS[resource]) if asked else NOT_ASKED
+
 
 def broker_entry(ctx) -> dict:
     c = ctx.broker.config
@@ -16,21 +34,22 @@ def broker_entry(ctx) -> dict:
             "rack": None}
 
 
-def topic_entry(ctx, topic) -> dict:
+def topic_entry(ctx, topic, operations: int = NOT_ASKED) -> dict:
     node = ctx.broker.config.node_id
     n = ctx.broker.catalog.partitions_of(topic)
     return {"name": topic.name, "topic_id": topic.topic_id, "is_internal": False,
-            "error_code": ErrorCode.none,
+            "error_code": ErrorCode.none, "topic_authorized_operations": operations,
             "partitions": [{"partition_index": p, "leader_id": node, "leader_epoch": 0,
                             "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
                            for p in range(n)]}
 
 
 def handle_metadata(ctx, request):
-    catalog = ctx.broker.catalog
+    catalog, body = ctx.broker.catalog, request.body
+    ops = authorized_operations("topic", getattr(body, "include_topic_authorized_operations", False))
     asked = metadata.requested_topics(request)
     if asked is None:
-        topics = [topic_entry(ctx, t) for t in catalog]
+        topics = [topic_entry(ctx, t, ops) for t in catalog]
     else:
         topics = []
         for name, tid in asked:
@@ -41,10 +60,13 @@ def handle_metadata(ctx, request):
                 code = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
                 topics.append({"name": name, "topic_id": tid, "error_code": code, "partitions": []})
             else:
-                topics.append(topic_entry(ctx, t))
+                topics.append(topic_entry(ctx, t, ops))
     c = ctx.broker.config
+    cluster_ops = authorized_operations(
+        "cluster", getattr(body, "include_cluster_authorized_operations", False))
     return request.response(brokers=[broker_entry(ctx)], cluster_id=c.cluster_id,
-                            controller_id=c.node_id, topics=topics)
+                            controller_id=c.node_id, topics=topics,
+                            cluster_authorized_operations=cluster_ops)
 
 
 def handle_api_versions(ctx, request):
@@ -55,7 +77,9 @@ def handle_describe_cluster(ctx, request):
     c = ctx.broker.config
     return request.response(cluster_id=c.cluster_id, controller_id=c.node_id,
                             brokers=[broker_entry(ctx)],
-                            endpoint_type=getattr(request.body, "endpoint_type", 1))
+                            endpoint_type=getattr(request.body, "endpoint_type", 1),
+                            cluster_authorized_operations=authorized_operations(
+                                "cluster", request.body.include_cluster_authorized_operations))
 
 
 HANDLERS = {"ApiVersions": handle_api_versions, "Metadata": handle_metadata,

@@ -7,6 +7,7 @@ JoinGroup and SyncGroup are coroutines that stay parked until the rebalance comp
 from __future__ import annotations
 
 from shim.groups import GroupError
+from shim.handlers.cluster import authorized_operations
 from shim.protocol import ErrorCode, groups, produce
 
 
@@ -79,6 +80,8 @@ def handle_leave_group(ctx, request):
 
 def handle_describe_groups(ctx, request):
     out = []
+    ops = authorized_operations("group", getattr(request.body, "include_authorized_operations",
+                                                 False))
     for gid in request.body.groups:
         g = ctx.broker.coordinator.groups.get(gid)
         if g is None:
@@ -88,10 +91,11 @@ def handle_describe_groups(ctx, request):
             state = "Empty" if gid in ctx.broker.offsets else "Dead"
             out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": state,
                         "protocol_type": "consumer" if state == "Empty" else "",
-                        "protocol_data": "", "members": []})
+                        "protocol_data": "", "members": [], "authorized_operations": ops})
             continue
         out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": g.state,
                     "protocol_type": g.protocol_type, "protocol_data": g.protocol,
+                    "authorized_operations": ops,
                     "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
                                  "client_id": m.client_id, "client_host": m.client_host,
                                  "member_metadata": m.metadata(g.protocol),

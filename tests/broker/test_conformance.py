@@ -417,3 +417,36 @@ def test_list_offsets_of_records_with_old_timestamps(broker):
             assert got.offset == want, (type(spec).__name__, got.offset)
     assert [m.value() for m in consume(broker.bootstrap, topic, 3)] == [
         b"Message-1", b"Message-2", b"Message-3"]
+
+
+def test_authorized_operations_when_asked(broker):
+    """confluent-kafka's describe tests (test_describe_operations) ask for authorized
+    operations and expect a non-empty list; Kafka without an authorizer answers every
+    operation the resource type supports. Not asked: None."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    topic, group = unique("authops"), unique("g")
+    create(broker.bootstrap, NewTopic(topic, 1, 1))
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    c.poll(3)
+    c.close()
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for asked in (False, True):
+        t = a.describe_topics(TopicCollection([topic]), include_authorized_operations=asked,
+                              request_timeout=10)[topic].result()
+        cl = a.describe_cluster(include_authorized_operations=asked, request_timeout=10).result()
+        g = a.describe_consumer_groups([group], include_authorized_operations=asked,
+                                       request_timeout=10)[group].result()
+        if not asked:
+            assert t.authorized_operations is cl.authorized_operations is None
+            assert g.authorized_operations is None
+            continue
+        assert AclOperation.READ in t.authorized_operations
+        assert AclOperation.DELETE in t.authorized_operations
+        assert AclOperation.ALTER in cl.authorized_operations
+        assert AclOperation.IDEMPOTENT_WRITE in cl.authorized_operations
+        assert set(g.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE,
+                                                AclOperation.DELETE}
