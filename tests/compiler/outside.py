@@ -598,7 +598,7 @@ def selected(app: App, block: bytes, rules, msg) -> list[int]:
 def cases_for(app: App, rules, gen: RuleGen, rng: random.Random, n: int) -> list[Case]:
     """Well-formed frames carrying random messages, plus adversarial ones."""
     cases: list[Case] = []
-    opts = [b"", b"\x01\x01\x01\x00", b"\x94\x04\x00\x00" * 2]
+    opts = [b"", b"\x01\x01\x01\x00", b"\x94\x04\x00\x00" * 2, b"\x01" * 40]  # up to IHL 15
     for _ in range(n):
         kw = {"options": rng.choice(opts)}
         if rng.random() < 0.2:
