@@ -66,8 +66,10 @@ def handle_list_offsets(ctx, request):
             entry["error_code"] = ErrorCode.unknown_topic_or_partition
         elif p.timestamp == offsets.LATEST:
             entry["offset"] = lg.next_offset
-        elif p.timestamp == offsets.EARLIEST or p.timestamp == -4:
+        elif p.timestamp in (offsets.EARLIEST, offsets.EARLIEST_LOCAL):
             entry["offset"] = lg.start_offset
+        elif p.timestamp in (offsets.LATEST_TIERED, offsets.EARLIEST_PENDING_UPLOAD):
+            pass  # no tiered storage: offset -1, as Kafka answers without remote storage
         elif p.timestamp == offsets.MAX_TIMESTAMP:
             entry["offset"], entry["timestamp"] = lg.max_timestamp()
         elif p.timestamp >= 0:

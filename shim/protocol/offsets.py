@@ -37,6 +37,7 @@ OFFSET_COMMIT_MIN, OFFSET_COMMIT_MAX = 2, 10
 OFFSET_FETCH_MIN, OFFSET_FETCH_MAX = 1, 10
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
 
 
 def _list_offsets_error(body: Any, version: int, code: ErrorCode, message: str | None) -> dict[str, Any]:

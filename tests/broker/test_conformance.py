@@ -450,3 +450,31 @@ def test_authorized_operations_when_asked(broker):
         assert AclOperation.IDEMPOTENT_WRITE in cl.authorized_operations
         assert set(g.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE,
                                                 AclOperation.DELETE}
+
+
+def test_list_offsets_every_special_timestamp(broker):
+    """The Java admin's OffsetSpec.latestTiered() (-5, ListOffsets v9+) failed with
+    UNSUPPORTED_VERSION; Kafka without tiered storage answers offset -1. Here through
+    kafka-python's admin, which sends the sentinels as they are."""
+    from kafka.protocol.consumer.offsets import OffsetSpec
+
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    from .test_kafka_python import admin
+
+    topic = unique("specs")
+    create(broker.bootstrap, NewTopic(topic, 1, 1))
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        p.produce(topic, b"x", partition=0)
+    assert p.flush(10) == 0
+    a = admin(broker)
+    try:
+        tp = KafkaTopicPartition(topic, 0)
+        got = {spec: a.list_partition_offsets({tp: spec})[tp].offset for spec in (
+            OffsetSpec.EARLIEST, OffsetSpec.LATEST, OffsetSpec.EARLIEST_LOCAL,
+            OffsetSpec.LATEST_TIERED)}
+    finally:
+        a.close()
+    assert got == {OffsetSpec.EARLIEST: 0, OffsetSpec.LATEST: 3, OffsetSpec.EARLIEST_LOCAL: 0,
+                   OffsetSpec.LATEST_TIERED: -1}
