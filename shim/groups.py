@@ -23,7 +23,10 @@ Theory of operation (Kafka's classic protocol, one coordinator: this broker).
   (`expire`, called periodically), which starts a rebalance.
 - Static members (group.instance.id, JoinGroup v5+) skip MEMBER_ID_REQUIRED; a static
   member joining again replaces its previous incarnation at once (whose parked requests
-  get FENCED_INSTANCE_ID) instead of waiting for its session to expire.
+  get FENCED_INSTANCE_ID) instead of waiting for its session to expire. In a Stable group,
+  with the same protocols, it takes over the old assignment under a new member id without
+  a rebalance, as Kafka; otherwise the group rebalances. LeaveGroup may name a static
+  member by instance id alone.
 - Each change of assignments calls `on_assignments(group)` so the broker can turn every
   member's assignment into a subscription on the switch.
 """
@@ -117,9 +120,14 @@ class Coordinator:
         if member_id and member_id not in g.members and member_id not in g.pending_ids:
             raise GroupError("unknown_member_id")
         if not member_id and instance_id is not None:
+            old = next((m for m in g.members.values() if m.instance_id == instance_id), None)
+            if (old is not None and g.state == STABLE
+                    and [n for n, _ in protocols] == [n for n, _ in old.protocols]):
+                return self._replace_static(g, old, client_id, host, protocols, session_ms,
+                                            rebalance_ms)
             # A static member coming back replaces its previous incarnation at once.
-            for old in [mid for mid, m in g.members.items() if m.instance_id == instance_id]:
-                self._drop(g, old, "fenced_instance_id")
+            for old_id in [mid for mid, m in g.members.items() if m.instance_id == instance_id]:
+                self._drop(g, old_id, "fenced_instance_id")
         if not member_id:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_id and instance_id is None:
@@ -149,6 +157,29 @@ class Coordinator:
             self._prepare(g, self.initial_delay if g.state == EMPTY else None)
         self._maybe_complete(g)
         return await m.join
+
+    def _replace_static(self, g: Group, old: Member, client_id: str, host: str,
+                        protocols: list[tuple[str, bytes]], session_ms: int,
+                        rebalance_ms: int) -> dict:
+        """As Kafka: a static member rejoining a Stable group with the same protocols takes
+        its previous incarnation's place and assignment under a new member id, without a
+        rebalance. The answer names the previous leader id, so a rejoining leader does not
+        recompute assignments a Stable group would not distribute."""
+        leader = g.leader
+        del g.members[old.member_id]
+        for fut in (old.join, old.sync):
+            if fut is not None and not fut.done():
+                fut.set_exception(GroupError("fenced_instance_id"))
+        m = Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id, host, old.instance_id,
+                   session_ms, rebalance_ms, old.protocol_type, protocols,
+                   assignment=old.assignment, port=old.port)
+        g.members[m.member_id] = m
+        if g.leader == old.member_id:
+            g.leader = m.member_id
+        log.info("group %s: static member %s rejoined as %s (generation %d kept)", g.group_id,
+                 old.instance_id, m.member_id, g.generation)
+        self._notify(g)
+        return {**self._join_answer(g, m), "leader": leader, "members": []}
 
     def _common(self, g: Group, offered: list[str]) -> list[str]:
         names = [n for n in offered]
@@ -267,8 +298,19 @@ class Coordinator:
         if g.state == PREPARING:
             raise GroupError("rebalance_in_progress")
 
-    def leave(self, group_id: str, member_id: str) -> None:
+    def leave(self, group_id: str, member_id: str, instance_id: str | None = None) -> None:
         g = self.groups.get(group_id)
+        if g is not None and instance_id is not None:
+            # As Kafka: a static member is named by its instance id (the admin client's
+            # removeMembersFromConsumerGroup sends no member id); a member id that is
+            # given must be that instance's current one.
+            found = next((mid for mid, m in g.members.items() if m.instance_id == instance_id),
+                         None)
+            if found is None:
+                raise GroupError("unknown_member_id")
+            if member_id and member_id != found:
+                raise GroupError("fenced_instance_id")
+            member_id = found
         if g is None or member_id not in g.members:
             raise GroupError("unknown_member_id")
         self._drop(g, member_id)

@@ -68,7 +68,7 @@ def handle_leave_group(ctx, request):
     for member_id, instance_id in groups.leaving_members(request):
         code = ErrorCode.none
         try:
-            ctx.broker.coordinator.leave(request.body.group_id, member_id)
+            ctx.broker.coordinator.leave(request.body.group_id, member_id, instance_id)
         except GroupError as exc:
             code = ErrorCode[exc.code_name]
         if request.api_version < 3:

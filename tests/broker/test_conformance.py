@@ -15,7 +15,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
-from .conftest import unique  # noqa: E402
+from .conftest import unique, wait_until  # noqa: E402
 from .test_confluent_kafka import consume, create  # noqa: E402
 
 
@@ -478,3 +478,87 @@ def test_list_offsets_every_special_timestamp(broker):
         a.close()
     assert got == {OffsetSpec.EARLIEST: 0, OffsetSpec.LATEST: 3, OffsetSpec.EARLIEST_LOCAL: 0,
                    OffsetSpec.LATEST_TIERED: -1}
+
+
+def test_admin_removes_a_static_member_by_instance_id(broker):
+    """LeaveGroup v3+ naming a static member by group.instance.id alone (the Java admin's
+    removeMembersFromConsumerGroup, kafka-python's remove_group_members) removes it, as
+    Kafka; an unknown instance is UNKNOWN_MEMBER_ID."""
+    from kafka.admin import MemberToRemove
+    from kafka.errors import NoError, UnknownMemberIdError
+
+    from .test_groups_and_restart import GROUP_CONF
+    from .test_kafka_python import admin
+
+    topic, group = unique("static"), unique("g")
+    create(broker.bootstrap, NewTopic(topic, 1, 1))
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                  "group.instance.id": "inst-1", **GROUP_CONF})
+    assigned: list = []
+    c.subscribe([topic], on_assign=lambda _c, parts: assigned.extend(parts))
+    deadline = time.monotonic() + 20
+    while not assigned and time.monotonic() < deadline:
+        c.poll(0.2)
+    assert assigned
+    a = admin(broker)
+    try:
+        gone, unknown = MemberToRemove(group_instance_id="inst-1"), MemberToRemove(
+            group_instance_id="nobody")
+        result = a.remove_group_members(group, [gone, unknown])
+        assert result == {"inst-1": NoError, "nobody": UnknownMemberIdError}
+        desc = a.describe_groups([group])[group]
+        assert desc["members"] == [] and desc["group_state"] == "Empty"
+    finally:
+        a.close()
+        c.close()
+
+
+def test_static_member_restart_keeps_the_generation_and_the_others_assignment(broker):
+    """Kafka's static membership (KIP-345): a static member that restarts within its session
+    takes its old assignment back without a rebalance, so the other members keep consuming
+    undisturbed (camus rebalanced the whole group; VerifiableConsumer --group-instance-id
+    showed the other member revoking and re-assigning)."""
+    from .test_groups_and_restart import GROUP_CONF
+
+    topic, group = unique("static2"), unique("g")
+    create(broker.bootstrap, NewTopic(topic, 2, 1))
+
+    def member(instance):
+        events: list = []
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **GROUP_CONF,
+                      "session.timeout.ms": 30000, "group.instance.id": instance})
+        c.subscribe([topic], on_assign=lambda _c, p: events.append(("assign", len(p))),
+                    on_revoke=lambda _c, p: events.append(("revoke", len(p))))
+        return c, events
+
+    a, a_events = member("a")
+    b, _ = member("b")
+
+    def settled():
+        a.poll(0.05)
+        b.poll(0.05)
+        return len(a.assignment()) == 1 and len(b.assignment()) == 1
+
+    assert wait_until(settled, 30)
+    g = broker_group(broker.bootstrap, group)
+    b.close()  # a static member sends no LeaveGroup
+    before = list(a_events)
+    b2, b2_events = member("b")
+    try:
+        assert wait_until(lambda: (a.poll(0.05), b2.poll(0.05), len(b2.assignment()) == 1)[2], 15)
+        for _ in range(20):  # give a rebalance, if one were started, time to reach a
+            a.poll(0.05)
+        assert a_events == before, a_events
+        assert len(a.assignment()) == 1
+        assert broker_group(broker.bootstrap, group) == g  # same state, same member count
+    finally:
+        a.close()
+        b2.close()
+
+
+def broker_group(bootstrap, group):
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    d = a.describe_consumer_groups([group])[group].result(10)
+    return d.state, sorted(m.group_instance_id for m in d.members)
