@@ -88,8 +88,12 @@ def handle_describe_groups(ctx, request):
             # A group known only by its committed offsets (after a restart, or committed by
             # the admin client) is Empty, as Kafka loads it; kafka-consumer-groups
             # --describe says "does not exist" for a Dead one and shows no offsets.
+            # An unknown group is Dead; from v6 (KIP-1043) also GROUP_ID_NOT_FOUND, as Kafka.
             state = "Empty" if gid in ctx.broker.offsets else "Dead"
-            out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": state,
+            missing = state == "Dead" and request.api_version >= 6
+            out.append({"group_id": gid, "group_state": state,
+                        "error_code": ErrorCode.group_id_not_found if missing else ErrorCode.none,
+                        "error_message": f"Group {gid} not found." if missing else None,
                         "protocol_type": "consumer" if state == "Empty" else "",
                         "protocol_data": "", "members": [], "authorized_operations": ops})
             continue

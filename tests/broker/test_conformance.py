@@ -562,3 +562,18 @@ def broker_group(bootstrap, group):
     a = AdminClient({"bootstrap.servers": bootstrap})
     d = a.describe_consumer_groups([group])[group].result(10)
     return d.state, sorted(m.group_instance_id for m in d.members)
+
+
+def test_describe_unknown_group_v6_is_group_id_not_found(broker):
+    """DescribeGroups v6 (KIP-1043, Kafka 4.0) answers an unknown group with
+    GROUP_ID_NOT_FOUND and a message, not just state Dead; older versions keep Dead."""
+    from .test_kafka_python import admin
+
+    a = admin(broker)
+    missing = unique("nogroup")
+    try:
+        desc = a.describe_groups([missing])[missing]
+    finally:
+        a.close()
+    assert "GroupIdNotFound" in desc["error"] and "not found" in desc["error"], desc
+    assert desc["group_state"] == "Dead"
