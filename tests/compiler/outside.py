@@ -19,7 +19,6 @@ import contextlib
 import io
 import itertools
 import json
-import os
 import random
 import struct
 import subprocess
@@ -311,7 +310,6 @@ class RuleGen:
         rng = self.rng
         f = rng.choice(self.app.fields)
         if rng.random() < 0.15:
-            pool = self.pools[f.qname]
             values = []
             texts = []
             for _ in range(rng.randint(0 if self.empty_sets else 1, 4)):
@@ -759,7 +757,7 @@ def camus(args: list[str], stdin: str = "", subprocess_mode: bool = True) -> tup
                 rc = main(args)
             except SystemExit as exc:
                 rc = exc.code if isinstance(exc.code, int) else 1
-            except Exception as exc:  # a traceback from the CLI is itself a finding
+            except Exception:  # a traceback from the CLI is itself a finding
                 import traceback
 
                 traceback.print_exc(file=err)
