@@ -29,6 +29,11 @@ from shim.schema import Schema, parse_schema
 from shim.subscriptions import kafka_spec, view_filter
 
 LEGAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def legal_topic_name(name: str) -> bool:
+    """Kafka's rule: 1-249 of [A-Za-z0-9._-], and not "." or ".."."""
+    return bool(LEGAL_NAME.match(name)) and name not in (".", "..")
 SCHEMA, SOURCE, FILTER = "camus.schema", "camus.source", "camus.filter"
 
 # Defaults described back by DescribeConfigs (Kafka's, where we honour them).
@@ -121,7 +126,7 @@ class Catalog:
 
     def check(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
         """The topic `CreateTopics` would make; TopicError says why it cannot be."""
-        if not LEGAL_NAME.match(name) or name in (".", ".."):
+        if not legal_topic_name(name):
             raise TopicError(f"illegal topic name {name!r}: up to 249 of [A-Za-z0-9._-]",
                              "invalid_topic_exception")
         if name in self.by_name:

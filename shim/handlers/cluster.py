@@ -8,6 +8,7 @@ source's partition count.
 from __future__ import annotations
 
 from shim.protocol import ErrorCode, api_versions, metadata
+from shim.topics import legal_topic_name
 
 # Asked for authorized operations (Metadata v8+, DescribeGroups v3+, DescribeCluster), a
 # Kafka broker without an authorizer answers every operation the resource type supports
@@ -58,6 +59,9 @@ def handle_metadata(ctx, request):
                 t = ctx.broker.auto_create(name)
             if t is None:
                 code = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
+                if (name and metadata.allows_auto_creation(request) and ctx.broker.config.auto_create
+                        and not legal_topic_name(name)):
+                    code = ErrorCode.invalid_topic_exception  # as Kafka: it cannot be created
                 topics.append({"name": name, "topic_id": tid, "error_code": code, "partitions": []})
             else:
                 topics.append(topic_entry(ctx, t, ops))

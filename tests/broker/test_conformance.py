@@ -577,3 +577,13 @@ def test_describe_unknown_group_v6_is_group_id_not_found(broker):
         a.close()
     assert "GroupIdNotFound" in desc["error"] and "not found" in desc["error"], desc
     assert desc["group_state"] == "Dead"
+
+
+def test_metadata_for_an_illegal_topic_name_is_invalid_topic(broker):
+    """Metadata allowing auto-creation of a name Kafka cannot create answers
+    INVALID_TOPIC_EXCEPTION, as Kafka, not UNKNOWN_TOPIC_OR_PARTITION (which clients retry)."""
+    p = Producer({"bootstrap.servers": broker.bootstrap})  # producers allow auto-creation
+    assert p.list_topics("bad name!", timeout=10).topics["bad name!"].error.code() == \
+        KafkaError.TOPIC_EXCEPTION
+    fine = unique("auto")
+    assert p.list_topics(fine, timeout=10).topics[fine].error is None
