@@ -118,7 +118,7 @@ class Coordinator:
                           or not self._common(g, [n for n, _ in protocols])):
             raise GroupError("inconsistent_group_protocol")
         if member_id and member_id not in g.members and member_id not in g.pending_ids:
-            raise GroupError("unknown_member_id")
+            raise self.unknown_member_error(g, member_id, instance_id)
         if not member_id and instance_id is not None:
             old = next((m for m in g.members.values() if m.instance_id == instance_id), None)
             if (old is not None and g.state == STABLE
@@ -257,10 +257,22 @@ class Coordinator:
 
     # --- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------
 
-    def _member(self, group_id: str, member_id: str, generation: int) -> tuple[Group, Member]:
+    @staticmethod
+    def unknown_member_error(g: Group | None, member_id: str,
+                             instance_id: str | None) -> GroupError:
+        """UNKNOWN_MEMBER_ID, or FENCED_INSTANCE_ID for an old incarnation of a static member
+        that has been replaced (as Kafka: the zombie stops instead of rejoining and fencing
+        its replacement in turn)."""
+        if g is not None and instance_id is not None and any(
+                m.instance_id == instance_id for m in g.members.values()):
+            return GroupError("fenced_instance_id")
+        return GroupError("unknown_member_id")
+
+    def _member(self, group_id: str, member_id: str, generation: int,
+                instance_id: str | None = None) -> tuple[Group, Member]:
         g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
-            raise GroupError("unknown_member_id")
+            raise self.unknown_member_error(g, member_id, instance_id)
         m = g.members[member_id]
         m.last_seen = time.monotonic()
         if generation != g.generation:
@@ -268,8 +280,8 @@ class Coordinator:
         return g, m
 
     async def sync(self, group_id: str, member_id: str, generation: int,
-                   assignments: dict[str, bytes]) -> dict:
-        g, m = self._member(group_id, member_id, generation)
+                   assignments: dict[str, bytes], instance_id: str | None = None) -> dict:
+        g, m = self._member(group_id, member_id, generation, instance_id)
         log.debug("group %s: sync from %s (generation %d, state %s, %d assignments)",
                   group_id, member_id, generation, g.state, len(assignments))
         if g.state == PREPARING:
@@ -293,8 +305,9 @@ class Coordinator:
         return {"protocol_type": g.protocol_type, "protocol_name": g.protocol,
                 "assignment": m.assignment}
 
-    def heartbeat(self, group_id: str, member_id: str, generation: int) -> None:
-        g, _ = self._member(group_id, member_id, generation)
+    def heartbeat(self, group_id: str, member_id: str, generation: int,
+                  instance_id: str | None = None) -> None:
+        g, _ = self._member(group_id, member_id, generation, instance_id)
         if g.state == PREPARING:
             raise GroupError("rebalance_in_progress")
 

@@ -48,7 +48,8 @@ async def handle_sync_group(ctx, request):
     try:
         answer = await ctx.broker.coordinator.sync(
             b.group_id, b.member_id, b.generation_id,
-            {a.member_id: a.assignment for a in b.assignments})
+            {a.member_id: a.assignment for a in b.assignments},
+            getattr(b, "group_instance_id", None))
     except GroupError as exc:
         return request.response(error_code=ErrorCode[exc.code_name], assignment=b"")
     return request.response(error_code=ErrorCode.none, **answer)
@@ -57,7 +58,8 @@ async def handle_sync_group(ctx, request):
 def handle_heartbeat(ctx, request):
     b = request.body
     try:
-        ctx.broker.coordinator.heartbeat(b.group_id, b.member_id, b.generation_id)
+        ctx.broker.coordinator.heartbeat(b.group_id, b.member_id, b.generation_id,
+                                         getattr(b, "group_instance_id", None))
     except GroupError as exc:
         return request.response(error_code=ErrorCode[exc.code_name])
     return request.response(error_code=ErrorCode.none)

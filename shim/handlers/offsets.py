@@ -26,7 +26,9 @@ def _commit_error(ctx, body) -> ErrorCode:
         return ErrorCode.none  # the admin client, or a consumer outside group management
     if generation >= 0 or member_id:
         if g is None or member_id not in g.members:
-            return ErrorCode.unknown_member_id
+            error = ctx.broker.coordinator.unknown_member_error(
+                g, member_id, getattr(body, "group_instance_id", None))
+            return ErrorCode[error.code_name]
         if generation != g.generation:
             return ErrorCode.illegal_generation
     elif not empty:

@@ -587,3 +587,39 @@ def test_metadata_for_an_illegal_topic_name_is_invalid_topic(broker):
         KafkaError.TOPIC_EXCEPTION
     fine = unique("auto")
     assert p.list_topics(fine, timeout=10).topics[fine].error is None
+
+
+def test_replaced_static_member_is_fenced_not_rejoined(broker):
+    """Two consumers configured with one group.instance.id: the later one replaces the
+    earlier, whose heartbeat then gets FENCED_INSTANCE_ID (fatal in clients), as Kafka.
+    UNKNOWN_MEMBER_ID made it rejoin and fence its replacement in turn, back and forth."""
+    from .test_groups_and_restart import GROUP_CONF
+
+    topic, group = unique("fence"), unique("g")
+    create(broker.bootstrap, NewTopic(topic, 2, 1))
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, **GROUP_CONF,
+            "session.timeout.ms": 30000, "heartbeat.interval.ms": 300,
+            "group.instance.id": "dup"}
+    errors: list = []
+    a = Consumer(conf)
+    a.subscribe([topic])
+
+    def poll_a():
+        m = a.poll(0.05)
+        if m is not None and m.error():
+            errors.append(m.error())
+
+    assert wait_until(lambda: (poll_a(), len(a.assignment()) == 2)[1], 15)
+    b = Consumer(conf)
+    b.subscribe([topic])
+    try:
+        assert wait_until(lambda: (poll_a(), b.poll(0.05), any(
+            e.code() == KafkaError._FATAL and "fenced" in e.str() for e in errors))[2], 15), errors
+        for _ in range(30):
+            poll_a()
+            b.poll(0.05)
+        assert len(b.assignment()) == 2
+        assert broker_group(broker.bootstrap, group)[1] == ["dup"]
+    finally:
+        b.close()
+        a.close()
