@@ -161,9 +161,11 @@ def test_java_verifiable_producer_and_consumers_through_a_rebalance(broker, tmp_
               "--create", "--topic", topic, "--partitions", "4", "--replication-factor", "1")
 
     def start(cls, out, *args):
-        return subprocess.Popen(["java", "-Xmx256m", "-cp", f"{libs}/*", f"org.apache.kafka.tools.{cls}",
-                                 "--bootstrap-server", broker.bootstrap, "--topic", topic, *args],
-                                stdout=open(out, "w"), stderr=subprocess.DEVNULL)
+        with open(out, "w") as sink:  # the child keeps its own copy of the descriptor
+            return subprocess.Popen(["java", "-Xmx256m", "-cp", f"{libs}/*",
+                                     f"org.apache.kafka.tools.{cls}", "--bootstrap-server",
+                                     broker.bootstrap, "--topic", topic, *args],
+                                    stdout=sink, stderr=subprocess.DEVNULL)
 
     consumer_args = ("--group-id", group, "--session-timeout", "6000", "--verbose")
     outs = [tmp_path / "c1.json", tmp_path / "c2.json"]
