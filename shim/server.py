@@ -6,8 +6,9 @@ flight), so a parked JoinGroup or a long-polling Fetch delays only its own conne
 later requests, never anyone else's. Handlers come from the dispatch table in
 `shim.handlers`; an advertised API without a handler, or a handler that raises, answers
 that request with its own error shape (UNSUPPORTED_VERSION / UNKNOWN_SERVER_ERROR) and
-keeps the connection. Protocol errors follow docs/kafka-protocol.md: send the prepared
-answer when there is one, otherwise log and close this connection only.
+keeps the connection (if even that answer cannot be built, the connection is closed).
+Protocol errors follow docs/kafka-protocol.md: send the prepared answer when there is one,
+otherwise log and close this connection only.
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ async def _answer(ctx: Context, request):
     except Exception:
         log.exception("%s v%d from %s failed", request.api.name, request.api_version,
                       request.client_id)
-        return request.error_response(ErrorCode.unknown_server_error, "internal error")
+        try:
+            return request.error_response(ErrorCode.unknown_server_error, "internal error")
+        except Exception:  # the request is too odd to echo: close this connection only
+            log.exception("%s v%d from %s: no error answer either; closing the connection",
+                          request.api.name, request.api_version, request.client_id)
+            return None
 
 
 async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
@@ -64,6 +70,8 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                 if request is None:
                     break
                 response = await _answer(ctx, request)
+                if response is None:
+                    return
                 if request.expects_response:
                     writer.write(encode_response(request, response))
                     await writer.drain()

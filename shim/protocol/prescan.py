@@ -1,12 +1,14 @@
 """A schema-driven pass over each request before kio parses it.
 
-It exists for two things kio's native reader gets wrong:
+It exists for three things kio's native reader gets wrong:
 
 - Array lengths are trusted: kio reserves memory for the announced number of
   elements before reading them, so a 20-byte frame announcing 2^32 elements
   aborts the whole process (a Rust allocation failure is not an exception). Here
   an array announcing more elements than bytes remain (every element takes at
   least one) is refused first.
+- A null array (length -1, or 0 in compact form) where the schema does not allow
+  null is read as None; Kafka refuses such a request as malformed, and so does this pass.
 - Unknown tagged fields raise, where KIP-482 says a receiver skips them (newer
   clients may add tags to versions we support). Here they are cut out, and only
   then does the frame go to kio.
@@ -53,7 +55,8 @@ def _plan(cls: type) -> tuple[tuple, frozenset[int]]:
         if slot.kind in (_ENTITY_TUPLE, _PRIMITIVE_TUPLE):
             length_reader = read_compact_array_length if flexible else read_legacy_array_length
             element = slot.entity if slot.kind == _ENTITY_TUPLE else get_reader(slot.kafka_type, flexible, False)
-            steps.append(("array", length_reader, slot.kind == _ENTITY_TUPLE, element))
+            steps.append(("array", length_reader, slot.kind == _ENTITY_TUPLE, element,
+                          slot.optional, slot.name))
         elif slot.kind == _ENTITY:
             steps.append(("entity", slot.optional, slot.entity))
         elif cls.__name__ == "RequestHeader" and slot.name == "client_id":
@@ -81,9 +84,14 @@ class _Scan:
             if step[0] == "value":
                 self.read(step[1])
             elif step[0] == "array":
-                _, length_reader, nested, element = step
+                _, length_reader, nested, element, nullable, name = step
                 length = self.read(length_reader)
                 if length is None or length < 0:
+                    # kio reads a null array as None whatever the schema says; Kafka refuses
+                    # a null where the schema has no nullableVersions, and so do we, here,
+                    # rather than let a handler meet None where it iterates.
+                    if not nullable:
+                        raise PrescanError(f"non-nullable array {cls.__name__}.{name} is null")
                     continue
                 if length > len(self.data) - self.pos:
                     raise PrescanError(
