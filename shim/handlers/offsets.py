@@ -12,6 +12,9 @@ from shim.groups import COMPLETING, EMPTY
 from shim.protocol import ErrorCode, offsets
 from shim.protocol.entities import topic_ref
 
+# Kafka's offset.metadata.max.bytes default; Kafka compares it with the metadata string's length.
+MAX_METADATA_CHARS = 4096
+
 
 def _commit_error(ctx, body) -> ErrorCode:
     # As Kafka's ClassicGroup.validateOffsetCommit: a member of the current generation may
@@ -46,10 +49,21 @@ def handle_offset_commit(ctx, request):
         ref = topic_ref(t)
         topic = broker.catalog.resolve(ref)
         parts = []
+        count = broker.catalog.partitions_of(topic) if topic is not None else 0
         for p in t.partitions:
-            c = code
-            if c == ErrorCode.none and topic is None:
+            # Kafka's order: a partition the broker does not have is refused before the
+            # group is looked at (KafkaApis filters it out), then the group's verdict, then
+            # the metadata size (offset.metadata.max.bytes).
+            if topic is None:
                 c = ErrorCode.unknown_topic_or_partition if ref["name"] else ErrorCode.unknown_topic_id
+            elif not 0 <= p.partition_index < count:
+                c = ErrorCode.unknown_topic_or_partition
+            elif code != ErrorCode.none:
+                c = code
+            elif len(p.committed_metadata or "") > MAX_METADATA_CHARS:
+                c = ErrorCode.offset_metadata_too_large
+            else:
+                c = ErrorCode.none
             if c == ErrorCode.none:
                 broker.commit(body.group_id, topic.name, p.partition_index, p.committed_offset,
                               p.committed_metadata)

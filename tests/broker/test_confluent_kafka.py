@@ -189,3 +189,27 @@ def test_large_record_crosses_the_switch_in_fragments(broker):
     got = consume(broker.bootstrap, view, 1, **{"fetch.max.bytes": 4_000_000,
                                                  "receive.message.max.bytes": 5_000_000})
     assert got[0].offset() == 1 and got[0].value() == big and got[0].key() == b"k"
+
+
+def test_commit_refuses_unknown_partition_and_oversized_metadata(broker):
+    # As Kafka: a commit for a partition the topic does not have answers
+    # UNKNOWN_TOPIC_OR_PARTITION, metadata over offset.metadata.max.bytes (4096) answers
+    # OFFSET_METADATA_TOO_LARGE, and neither is stored; a normal commit still lands.
+    topic = unique("ck-commit")
+    create(broker.bootstrap, NewTopic(topic, num_partitions=2, replication_factor=1))
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"),
+                  "enable.auto.commit": False})
+    try:
+        for offsets, code in ([TopicPartition(topic, 0, 5, metadata="m" * 5000)],
+                              KafkaError.OFFSET_METADATA_TOO_LARGE), \
+                             ([TopicPartition(topic, 2, 5)], KafkaError.UNKNOWN_TOPIC_OR_PART):
+            with pytest.raises(KafkaException) as failed:
+                c.commit(offsets=offsets, asynchronous=False)
+            assert failed.value.args[0].code() == code
+        # (confluent-kafka sends a metadata string with its terminating NUL, so 4095 characters
+        # are 4096 bytes on the wire: the largest Kafka accepts.)
+        c.commit(offsets=[TopicPartition(topic, 1, 7, metadata="m" * 4095)], asynchronous=False)
+        got = c.committed([TopicPartition(topic, p) for p in (0, 1, 2)], timeout=10)
+        assert [(t.partition, t.offset) for t in got] == [(0, -1001), (1, 7), (2, -1001)]
+    finally:
+        c.close()
