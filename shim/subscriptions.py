@@ -18,7 +18,7 @@ from pathlib import Path
 
 from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule
 from compiler.errors import SpecError
-from compiler.rules import parse_filter
+from compiler.rules import deep_recursion, parse_filter
 from compiler.spec import QueryField, Spec, load_spec
 from shim.schema import Schema
 
@@ -55,7 +55,10 @@ class TopicSpec(Spec):
 def view_filter(base: Spec, schema: Schema | None, text: str) -> Filter:
     """A view's `camus.filter`, checked against the topic schema, over the Kafka spec's slots."""
     spec = TopicSpec(base, schema or Schema([]))
-    return _onto(base, parse_filter(text, spec, source="camus.filter"))
+    # The rule language allows MAX_NESTING levels of parentheses; walking them takes the
+    # same raised recursion limit the parser and the compiler use.
+    with deep_recursion():
+        return _onto(base, parse_filter(text, spec, source="camus.filter"))
 
 
 def _onto(base: Spec, f: Filter) -> Filter:

@@ -213,3 +213,19 @@ def test_commit_refuses_unknown_partition_and_oversized_metadata(broker):
         assert [(t.partition, t.offset) for t in got] == [(0, -1001), (1, 7), (2, -1001)]
     finally:
         c.close()
+
+
+def test_view_filter_nested_as_deep_as_the_rule_language_allows(broker):
+    # 1,000 levels of parentheses (compiler.rules.MAX_NESTING): the view is created, compiled
+    # into the switch, and selects exactly what the filter says. Before, mapping the filter
+    # onto the Kafka slots recursed past Python's default limit and CreateTopics failed.
+    src, view = unique("deep"), unique("deep-view")
+    create(broker.bootstrap, NewTopic(src, 1, 1, config={"camus.schema": "a:u8=$.a,b:u16=$.b"}))
+    text = "".join(f"(a == {i % 7} or " for i in range(1000)) + "b == 2" + ")" * 1000
+    create(broker.bootstrap, NewTopic(view, config={"camus.source": src, "camus.filter": text}))
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(20):
+        p.produce(src, json.dumps({"a": i, "b": i % 3}).encode(), partition=0)
+    assert p.flush(10) == 0
+    want = [i for i in range(20) if i < 7 or i % 3 == 2]
+    assert [m.offset() for m in consume(broker.bootstrap, view, len(want))] == want
