@@ -158,6 +158,8 @@ class Broker:
         self.datapath.subscribe(port, source.number, None, view.filter)
         for p in range(source.partitions):
             src_log = self.logs[(source.name, p)]
+            # The view starts where its source starts (as a compacted topic starts at its
+            # log's start), not at its first matching record: see shim/log.py.
             vlog = self.logs[(view.name, p)] = PartitionLog(start_offset=src_log.start_offset)
             data = src_log.read(src_log.start_offset, 1 << 62)
             for batch in decode_batches(data) if data else []:

@@ -18,6 +18,14 @@ produced with old timestamps, as clients' test suites do, stay readable for a wh
 they do on Kafka, instead of vanishing at once). When every batch has expired an empty
 active segment named by the log end offset stays behind, so the next offset survives
 a restart. A torn last batch (crash mid-append) is cut off when the log is opened.
+
+The log start offset is kept on its own, not read off the first stored batch: a view's
+first batch may start well past its true start (its first matching record), and Kafka
+keeps a log with gaps (a compacted topic) starting where the log starts, so a Fetch or a
+consumer at any offset from there up to the end is answered, not OFFSET_OUT_OF_RANGE. It
+is the given start (a view's: its source's), the first segment's base once a data dir is
+opened or retention drops segments, and a view's source's start once the view follows
+its source's retention (`drop_before`).
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ class PartitionLog:
         self.retention_ms = retention_ms
         self.segment_bytes = segment_bytes
         self.segments: list[Segment] = []
+        self.start_offset = start_offset  # see the module text: not the first batch's offset
         self.next_offset = start_offset
         self._time_checked = int(time.time() * 1000)
         if directory is not None:
@@ -83,13 +92,6 @@ class PartitionLog:
             self._roll(self.next_offset)
 
     # --- reading --------------------------------------------------------------------
-
-    @property
-    def start_offset(self) -> int:
-        for s in self.segments:
-            if s.firsts:
-                return s.firsts[0]
-        return self.next_offset
 
     @property
     def size(self) -> int:
@@ -197,14 +199,16 @@ class PartitionLog:
             if len(self.segments) == 1:
                 self._roll(self.next_offset)
             self.segments.pop(0)
+            self.start_offset = self.segments[0].base_offset
             if first.path is not None:
                 first.path.unlink(missing_ok=True)
             dropped += 1
         return dropped
 
     def drop_before(self, offset: int) -> None:
-        """Forget whole batches ending before `offset` (a view following its source's
-        retention; views live in memory)."""
+        """Start at `offset` and forget whole batches ending before it (a view following
+        its source's retention, whose start it takes; views live in memory)."""
+        self.start_offset = max(self.start_offset, offset)  # never back past what was dropped
         for s in self.segments:
             k = bisect.bisect_left(s.lasts, offset)
             if k == 0 or s.data is None:
@@ -256,3 +260,5 @@ class PartitionLog:
                     os.fsync(f.fileno())
             self.segments.append(seg)
             self.next_offset = max(self.next_offset, seg.lasts[-1] + 1 if seg.lasts else seg.base_offset)
+        if self.segments:  # the log starts where the first segment retention left starts
+            self.start_offset = self.segments[0].base_offset

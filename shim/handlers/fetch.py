@@ -2,9 +2,11 @@
 
 Fetch reads whole batches from each partition's log (a view's own log for views,
 with source offsets and gaps) from the batch holding the fetch offset, at least one
-batch per partition even past max_bytes. When the answer holds fewer than min_bytes it
-waits for any log to grow, at most max_wait, and reads again. Fetch sessions are not
-kept: session_id 0 keeps every client on full fetches.
+batch per partition even past max_bytes. As on a compacted topic, any offset from the log
+start offset to the high watermark is valid, even inside a view's gap (the next batches
+answer, or none); only offsets outside that range are OFFSET_OUT_OF_RANGE. When the
+answer holds fewer than min_bytes it waits for any log to grow, at most max_wait, and
+reads again. Fetch sessions are not kept: session_id 0 keeps every client on full fetches.
 """
 
 from __future__ import annotations

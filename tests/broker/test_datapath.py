@@ -151,4 +151,5 @@ def test_file_backed_log_keeps_no_batches_in_memory_and_reads_across_segments(tm
     for o in (3, 9, 15):
         view.append(encode_batch([Record(o, 1000, None, b"x")]), o, 1000)
     view.drop_before(10)
-    assert view.start_offset == 15 and read_batch_header(view.read(0, 1)).base_offset == 15
+    # The view now starts at 10 (its source's start), not at its first batch (15).
+    assert view.start_offset == 10 and read_batch_header(view.read(10, 1)).base_offset == 15
