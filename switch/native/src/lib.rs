@@ -10,6 +10,7 @@
 //! is used by one thread at a time (a concurrent call gets PyO3's "already borrowed" error).
 
 mod headers;
+mod json;
 mod records;
 mod switch;
 mod tables;
@@ -331,9 +332,66 @@ fn decode_records<'py>(
     Ok(Some(PyTuple::new(py, out)?))
 }
 
+/// The JSON paths of a topic schema, compiled once: `extract(value)` gives, per path, an
+/// int (0..2^64), an ASCII str or None (missing or any other value); every path None when
+/// the value is not JSON; or None as a whole when Python's `json.loads` must decide (see
+/// src/json.rs).
+#[pyclass(module = "switch._native", frozen)]
+struct JsonPaths {
+    paths: Vec<Vec<json::Step>>,
+}
+
+#[derive(FromPyObject)]
+enum PathStep {
+    Index(u64),
+    Key(String),
+}
+
+#[pymethods]
+impl JsonPaths {
+    #[new]
+    fn new(paths: Vec<Vec<PathStep>>) -> PyResult<Self> {
+        if paths.len() > 32 {
+            return Err(PyValueError::new_err("at most 32 paths"));
+        }
+        let paths = paths
+            .into_iter()
+            .map(|p| {
+                p.into_iter()
+                    .map(|s| match s {
+                        PathStep::Index(i) => json::Step::Index(i),
+                        PathStep::Key(k) => json::Step::Key(k.into_bytes()),
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(JsonPaths { paths })
+    }
+
+    fn extract<'py>(&self, py: Python<'py>, value: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
+        let leaves = match json::extract(value, &self.paths) {
+            json::Leaves::Defer => return Ok(None),
+            json::Leaves::Invalid => vec![json::Leaf::Missing; self.paths.len()],
+            json::Leaves::Found(v) => v,
+        };
+        let items = leaves.into_iter().map(|l| -> PyResult<Bound<'py, PyAny>> {
+            Ok(match l {
+                json::Leaf::Missing => py.None().into_bound(py),
+                json::Leaf::Int(v) => v.into_pyobject(py)?.into_any(),
+                // ASCII, so valid UTF-8
+                json::Leaf::Str(b) => {
+                    PyString::new(py, std::str::from_utf8(&b).unwrap_or_default()).into_any()
+                }
+            })
+        });
+        Ok(Some(PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?))
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Switch>()?;
+    m.add_class::<JsonPaths>()?;
     m.add_function(wrap_pyfunction!(check_records, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     Ok(())
