@@ -30,6 +30,8 @@ try:
     from switch import _native
 except ImportError:  # not built: json.loads does it all
     _native = None
+if not hasattr(_native, "JsonPaths"):  # a stale build from before JsonPaths
+    _native = None
 
 SLOTS = 8
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(u8|u16|u32|u64|str[1-8])=(.+)$")
@@ -91,7 +93,7 @@ class Schema:
         slots = [0] * SLOTS
         doc = _UNPARSED
         leaves = None
-        if self._json_paths is not None and value is not None:
+        if self._json_paths is not None and type(value) is bytes:  # it reads bytes only
             leaves = self._json_paths.extract(value)  # None: json.loads decides below
         for f in self.fields:
             if f.source == "json":

@@ -45,6 +45,8 @@ try:
     from switch import _native
 except ImportError:  # not built: the pure-Python reference does everything
     _native = None
+if not hasattr(_native, "decode_records"):  # a stale build from before the records walk
+    _native = None
 
 __all__ = [
     "Record",

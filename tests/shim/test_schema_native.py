@@ -185,3 +185,9 @@ def test_steps_the_extension_cannot_hold_use_json_loads():
     big = parse_schema("f:u8=$[" + "9" * 30 + "]")
     assert big._json_paths is None
     assert big.extract(None, b"[1]", []) == [0] * 8
+
+
+def test_values_other_than_bytes_use_json_loads():
+    fast, ref = _schemas(["$.a"], ["u8"])
+    for value in (bytearray(b'{"a":1}'), memoryview(b'{"a":2}').tobytes(), '{"a":3}'):
+        assert fast.extract(None, value, []) == ref.extract(None, value, [])
