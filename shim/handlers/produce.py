@@ -1,7 +1,8 @@
 """Produce and InitProducerId.
 
-Each partition's record batches are decoded (every codec, via `shim.protocol.records`)
-and validated before any offset is assigned, so a bad batch fails only its partition.
+Each partition's record batches are decompressed (every codec, via `shim.protocol.records`)
+and their records validated before any offset is assigned, so a bad batch fails only its
+partition; the records are built only if the topic has subscribers (views, group members).
 Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets its
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
 INVALID_PRODUCER_EPOCH. Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
@@ -48,7 +49,9 @@ def handle_produce(ctx, request):
             answer["error_code"] = ErrorCode.unknown_topic_or_partition
             continue
         try:
-            batches = decode_batches(raw or b"")
+            # Validated, records left unbuilt: only a topic someone subscribes to needs them,
+            # and the broker builds them then (`batch_records`).
+            batches = decode_batches(raw or b"", records=False)
             for b in batches:
                 validate_produce_batch(b)
         except RecordBatchError as exc:

@@ -19,6 +19,15 @@ header count varint | headers (key varint-length string, value nullable).
 Written here rather than taken from kio.records, which neither compresses nor keeps
 millisecond timestamps. Legacy message sets (magic 0/1) are not decoded: Produce
 v3+, the only versions registered, requires magic 2.
+
+The records section is walked by the `switch._native` extension when it is built
+(`check_records`, `decode_records`, switch/native/src/records.rs: ~30x faster than
+Python); `_decode_records_py` is the reference. The extension only ever accepts what
+the reference accepts, with the same records; on anything else it answers None and the
+reference runs, so errors (messages and Kafka codes) are always the reference's.
+`decode_batches(records=False)` validates the records without building them (the
+produce path on a topic nobody subscribes to needs none); `batch_records` builds them
+later from the batch's kept body.
 """
 
 from __future__ import annotations
@@ -32,9 +41,17 @@ from crc32c import crc32c
 from .compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
 from .errors import ErrorCode, RecordBatchError
 
+try:
+    from switch import _native
+except ImportError:  # not built: the pure-Python reference does everything
+    _native = None
+if not hasattr(_native, "decode_records"):  # a stale build from before the records walk
+    _native = None
+
 __all__ = [
     "Record",
     "RecordBatch",
+    "batch_records",
     "decode_batches",
     "encode_batch",
     "patch_base_offset",
@@ -112,6 +129,8 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Record:
+    # switch/native/src/lib.rs `decode_records` sets these six slots directly (no __init__):
+    # a field added here must be added there too (the differential tests would fail).
     offset: int
     timestamp: int  # milliseconds since the epoch (absolute, resolved from the batch)
     key: bytes | None
@@ -136,6 +155,10 @@ class RecordBatch:
     base_sequence: int
     record_count: int
     records: tuple[Record, ...] | None = None  # None when only the header was read
+    # Set by decode_batches(records=False): the decompressed records section, already
+    # validated (batch_records decodes it), and whether its offset deltas run 0, 1, 2, ...
+    body: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
+    deltas_in_order: bool | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def compression(self) -> Codec:
@@ -190,6 +213,35 @@ def read_batch_header(data: bytes, pos: int = 0, *, verify_crc: bool = True) -> 
 
 
 def _decode_records(batch: RecordBatch, body: bytes) -> tuple[Record, ...]:
+    if _native is not None:
+        records = _native.decode_records(body, batch.record_count, batch.base_offset,
+                                         batch.base_timestamp, Record)
+        if records is not None:
+            return records
+    return _decode_records_py(batch, body)
+
+
+def _check_records(batch: RecordBatch, body: bytes) -> RecordBatch:
+    """The batch, its records validated but not built (see `decode_batches`)."""
+    if _native is not None:
+        in_order = _native.check_records(body, batch.record_count)
+        if in_order is not None:
+            return dataclasses.replace(batch, body=body, deltas_in_order=in_order)
+    # The reference raises what is wrong; if nothing is, its records are as good as built.
+    return dataclasses.replace(batch, records=_decode_records_py(batch, body))
+
+
+def batch_records(batch: RecordBatch) -> tuple[Record, ...]:
+    """The batch's records, decoded now if `decode_batches(records=False)` left them."""
+    if batch.records is not None:
+        return batch.records
+    if batch.body is None:
+        raise ValueError("only the batch header was read")
+    return _decode_records(batch, batch.body)
+
+
+def _decode_records_py(batch: RecordBatch, body: bytes) -> tuple[Record, ...]:
+    """The reference decoder: what the produce path accepts, and the error it answers."""
     if batch.record_count < 0 or batch.record_count > len(body):
         # Every record takes at least 7 bytes, so more records than bytes is a lie
         # (and would let a tiny batch make us loop for billions of iterations).
@@ -200,6 +252,8 @@ def _decode_records(batch: RecordBatch, body: bytes) -> tuple[Record, ...]:
         end = pos + length
         if length < 0 or end > len(body):
             raise RecordBatchError(f"record length {length} overruns the batch")
+        if pos == len(body):  # a last record of length 0: nothing to read its attributes from
+            raise RecordBatchError("record length 0 at the end of the batch")
         attributes = body[pos]
         pos += 1
         ts_delta, pos = decode_varint(body, pos)
@@ -228,12 +282,25 @@ def _decode_records(batch: RecordBatch, body: bytes) -> tuple[Record, ...]:
 
 
 def decode_batch(
-    data: bytes, pos: int = 0, *, verify_crc: bool = True, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+    data: bytes,
+    pos: int = 0,
+    *,
+    verify_crc: bool = True,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    records: bool = True,
 ) -> RecordBatch:
-    """Decode the batch at `pos` fully, decompressing its records."""
+    """Decode the batch at `pos` fully, decompressing its records.
+
+    `records=False` validates the records exactly as decoding would (same errors) but
+    may leave them unbuilt: `records` None, `body` and `deltas_in_order` set.
+    """
     batch = read_batch_header(data, pos, verify_crc=verify_crc)
     body = bytes(data[pos + HEADER_SIZE : pos + batch.size])
     body = decompress(batch.compression, body, max_decompressed)
+    if type(body) is not bytes:  # the extension takes bytes; codecs may hand back buffers
+        body = bytes(body)
+    if not records:
+        return _check_records(batch, body)
     return dataclasses.replace(batch, records=_decode_records(batch, body))
 
 
@@ -243,11 +310,13 @@ def decode_batches(
     verify_crc: bool = True,
     allow_partial: bool = False,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    records: bool = True,
 ) -> list[RecordBatch]:
     """Every batch in a records field (a Produce partition or a Fetch answer).
 
     `allow_partial` ignores a truncated last batch, which Fetch responses may hold
     because brokers cut at max_bytes; a Produce request never legitimately does.
+    `records=False`: see `decode_batch`.
     """
     batches, pos = [], 0
     while pos < len(data):
@@ -255,7 +324,8 @@ def decode_batches(
             len(data) - pos < HEADER_SIZE or pos + LENGTH_OVERHEAD + struct.unpack_from(">i", data, pos + 8)[0] > len(data)
         ):
             break
-        batch = decode_batch(data, pos, verify_crc=verify_crc, max_decompressed=max_decompressed)
+        batch = decode_batch(data, pos, verify_crc=verify_crc, max_decompressed=max_decompressed,
+                             records=records)
         batches.append(batch)
         pos += batch.size
     return batches
@@ -351,6 +421,8 @@ def validate_produce_batch(batch: RecordBatch) -> None:
             ErrorCode.invalid_record,
         )
     if batch.records is not None:
-        deltas = [r.offset - batch.base_offset for r in batch.records]
-        if deltas != list(range(batch.record_count)):
-            raise RecordBatchError("record offset deltas must run 0, 1, 2, ...", ErrorCode.invalid_record)
+        in_order = [r.offset - batch.base_offset for r in batch.records] == list(range(batch.record_count))
+    else:
+        in_order = batch.deltas_in_order is not False  # None: only the header was read
+    if not in_order:
+        raise RecordBatchError("record offset deltas must run 0, 1, 2, ...", ErrorCode.invalid_record)

@@ -10,12 +10,15 @@
 //! is used by one thread at a time (a concurrent call gets PyO3's "already borrowed" error).
 
 mod headers;
+mod json;
+mod records;
 mod switch;
 mod tables;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::{ffi, intern};
 
 use crate::switch::{Copy, Plan};
 use crate::tables::Action;
@@ -222,8 +225,174 @@ impl Switch {
     }
 }
 
+/// Validate a batch's (decompressed) records section without building records: None when
+/// the Python reference must decide (an error, or values beyond i64), else whether the
+/// offset deltas run 0, 1, 2, ... (what `validate_produce_batch` checks).
+#[pyfunction]
+fn check_records(py: Python<'_>, body: &[u8], record_count: i64) -> Option<bool> {
+    py.detach(|| {
+        let (mut spans, mut headers) = (Vec::new(), Vec::new());
+        if !records::scan(body, record_count, &mut spans, &mut headers) {
+            return None;
+        }
+        Some(
+            spans
+                .iter()
+                .enumerate()
+                .all(|(i, s)| s.off_delta == i as i64),
+        )
+    })
+}
+
+fn bytes_or_none<'py>(
+    py: Python<'py>,
+    body: &[u8],
+    part: Option<(usize, usize)>,
+) -> Bound<'py, PyAny> {
+    match part {
+        Some((start, len)) => PyBytes::new(py, &body[start..start + len]).into_any(),
+        None => py.None().into_bound(py),
+    }
+}
+
+/// Decode a batch's (decompressed) records section into a tuple of `cls` (shim's `Record`:
+/// offset, timestamp, key, value, headers, attributes), or None when the Python reference
+/// must decide (see `check_records`).
+#[pyfunction]
+fn decode_records<'py>(
+    py: Python<'py>,
+    body: &[u8],
+    record_count: i64,
+    base_offset: i64,
+    base_timestamp: i64,
+    cls: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let (mut spans, mut headers) = (Vec::new(), Vec::new());
+    if !py.detach(|| records::scan(body, record_count, &mut spans, &mut headers)) {
+        return Ok(None);
+    }
+    // `Record` is a frozen slots dataclass whose __init__ (object.__setattr__ per field)
+    // cost 1.5 µs per record, more than the whole walk; the instances are made as its
+    // __init__ would leave them, with object.__new__ and the generic setattr that
+    // object.__setattr__ is. The differential tests compare them with the reference's.
+    let new = py
+        .import("builtins")?
+        .getattr("object")?
+        .getattr("__new__")?;
+    let names = [
+        intern!(py, "offset"),
+        intern!(py, "timestamp"),
+        intern!(py, "key"),
+        intern!(py, "value"),
+        intern!(py, "headers"),
+        intern!(py, "attributes"),
+    ];
+    let empty = PyTuple::empty(py);
+    let mut out = Vec::with_capacity(spans.len());
+    for s in &spans {
+        let (Some(offset), Some(timestamp)) = (
+            base_offset.checked_add(s.off_delta),
+            base_timestamp.checked_add(s.ts_delta),
+        ) else {
+            return Ok(None); // Python's ints would not overflow: let the reference decide
+        };
+        let hdrs = if s.headers.1 == 0 {
+            empty.clone()
+        } else {
+            PyTuple::new(
+                py,
+                headers[s.headers.0..s.headers.0 + s.headers.1]
+                    .iter()
+                    .map(|h| {
+                        let k = &body[h.key.0..h.key.0 + h.key.1];
+                        // scan() checked the key is UTF-8
+                        let name = PyString::new(py, std::str::from_utf8(k).unwrap_or_default());
+                        (name, bytes_or_none(py, body, h.value))
+                    }),
+            )?
+        };
+        let values: [Bound<'py, PyAny>; 6] = [
+            offset.into_pyobject(py)?.into_any(),
+            timestamp.into_pyobject(py)?.into_any(),
+            bytes_or_none(py, body, s.key),
+            bytes_or_none(py, body, s.value),
+            hdrs.into_any(),
+            s.attributes.into_pyobject(py)?.into_any(),
+        ];
+        let rec = new.call1((cls,))?;
+        for (name, v) in names.iter().zip(values.iter()) {
+            // SAFETY: all three are live objects we hold references to.
+            if unsafe { ffi::PyObject_GenericSetAttr(rec.as_ptr(), name.as_ptr(), v.as_ptr()) } < 0
+            {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        out.push(rec);
+    }
+    Ok(Some(PyTuple::new(py, out)?))
+}
+
+/// The JSON paths of a topic schema, compiled once: `extract(value)` gives, per path, an
+/// int (0..2^64), an ASCII str or None (missing or any other value); every path None when
+/// the value is not JSON; or None as a whole when Python's `json.loads` must decide (see
+/// src/json.rs).
+#[pyclass(module = "switch._native", frozen)]
+struct JsonPaths {
+    paths: Vec<Vec<json::Step>>,
+}
+
+#[derive(FromPyObject)]
+enum PathStep {
+    Index(u64),
+    Key(String),
+}
+
+#[pymethods]
+impl JsonPaths {
+    #[new]
+    fn new(paths: Vec<Vec<PathStep>>) -> PyResult<Self> {
+        if paths.len() > 32 {
+            return Err(PyValueError::new_err("at most 32 paths"));
+        }
+        let paths = paths
+            .into_iter()
+            .map(|p| {
+                p.into_iter()
+                    .map(|s| match s {
+                        PathStep::Index(i) => json::Step::Index(i),
+                        PathStep::Key(k) => json::Step::Key(k.into_bytes()),
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(JsonPaths { paths })
+    }
+
+    fn extract<'py>(&self, py: Python<'py>, value: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
+        let leaves = match json::extract(value, &self.paths) {
+            json::Leaves::Defer => return Ok(None),
+            json::Leaves::Invalid => vec![json::Leaf::Missing; self.paths.len()],
+            json::Leaves::Found(v) => v,
+        };
+        let items = leaves.into_iter().map(|l| -> PyResult<Bound<'py, PyAny>> {
+            Ok(match l {
+                json::Leaf::Missing => py.None().into_bound(py),
+                json::Leaf::Int(v) => v.into_pyobject(py)?.into_any(),
+                // ASCII, so valid UTF-8
+                json::Leaf::Str(b) => {
+                    PyString::new(py, std::str::from_utf8(&b).unwrap_or_default()).into_any()
+                }
+            })
+        });
+        Ok(Some(PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)?))
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Switch>()?;
+    m.add_class::<JsonPaths>()?;
+    m.add_function(wrap_pyfunction!(check_records, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     Ok(())
 }
