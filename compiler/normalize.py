@@ -65,11 +65,22 @@ def _literal(a: Atom, negated: bool) -> iv.IntervalSet | None:
     return s
 
 
+# _literal(a, False) by the atom's meaning as a plain tuple: hashing and comparing Atoms
+# themselves runs dataclass-generated Python code, twice per atom of every rule.
+_POSITIVE: dict[tuple, iv.IntervalSet | None] = {}
+
+
 def _atoms_conjunction(atoms) -> list[Conjunction]:
     """The most common filter shape by far (`a == 1 and b > 2`), without list products."""
     out: Conjunction = {}
     for a in atoms:
-        s = _literal(a, False)
+        key = (a.field, a.op, a.value, a.prefix_len)
+        try:
+            s = _POSITIVE[key]
+        except KeyError:
+            if len(_POSITIVE) >= 1 << 16:
+                _POSITIVE.clear()
+            s = _POSITIVE[key] = _literal(a, False)
         if s is None:
             return []
         if not s:
