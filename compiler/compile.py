@@ -75,9 +75,11 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    progress: Callable[[int, int], None] | None, static: bool) -> Compiled:
     started = time.perf_counter()
     items = []
+    append = items.append
     for rule in rules:
+        ports = rule.ports
         for conj in dnf(rule.filter, rule.line):
-            items.append((conj, rule.ports))
+            append((conj, ports))
     fields = order.choose(spec, (c for c, _ in items), field_order, static)
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
     stages = ir.stages_for(spec, fields, kinds)
@@ -123,19 +125,27 @@ def compile_files(spec_path: str | Path, rules_path: str | Path,
 def match_kinds(spec: Spec, rules: Sequence[Rule]) -> dict[str, str]:
     """Exact where a field is declared exact or only full-width equalities touch it."""
     ranged: set[str] = set()
-
-    def visit(f: Filter) -> None:
+    todo: list[Filter] = []
+    for r in rules:  # the usual `a and b` without the general walk
+        f = r.filter
+        if type(f) is And:
+            for a in f.items:
+                if type(a) is Atom:
+                    if a.prefix_len is not None or a.op != "==" and a.op != "!=":
+                        ranged.add(a.field.qname)
+                else:
+                    todo.append(a)
+        else:
+            todo.append(f)
+    while todo:
+        f = todo.pop()
         if isinstance(f, Atom):
-            if f.op not in ("==", "!=") or f.prefix_len is not None:
+            if f.prefix_len is not None or f.op != "==" and f.op != "!=":
                 ranged.add(f.field.qname)
         elif isinstance(f, (And, Or)):
-            for i in f.items:
-                visit(i)
+            todo.extend(f.items)
         elif isinstance(f, Not):
-            visit(f.item)
-
-    for r in rules:
-        visit(r.filter)
+            todo.append(f.item)
     return {q.qname: "exact" if q.kind == "exact" or q.qname not in ranged else q.kind
             for q in spec.query_fields.values()}
 

@@ -107,16 +107,31 @@ _PORT_TEXT = [str(p) for p in range(1024)]
 
 
 def port_list(ports: frozenset[int], memo: dict | None = None) -> str:
-    """`1,2,10`: a port set's canonical text, remembered in `memo` if given."""
-    if memo is not None:
-        text = memo.get(ports)
-        if text is None:
-            text = memo[ports] = port_list(ports)
-        return text
+    """`1,2,10`: a port set's canonical text. `memo`, if given, remembers each set's
+    sorted ports and text (see sorted_ports)."""
+    if memo is None:
+        return _port_list(sorted(ports))
+    known = memo.get(ports)
+    if known is None:
+        order = sorted(ports)
+        known = memo[ports] = (order, _port_list(order))
+    return known[1]
+
+
+def sorted_ports(ports: frozenset[int], memo: dict) -> list[int]:
+    """The ports in order, from `memo` if port_list or this has sorted them already."""
+    known = memo.get(ports)
+    if known is None:
+        port_list(ports, memo)
+        known = memo[ports]
+    return known[0]
+
+
+def _port_list(order: list[int]) -> str:
     try:
-        return ",".join([_PORT_TEXT[p] for p in sorted(ports)])
-    except IndexError:  # not a port number (the diagram itself never makes one)
-        return ",".join(map(str, sorted(ports)))
+        return ",".join([_PORT_TEXT[p] for p in order])
+    except (IndexError, TypeError):  # not port numbers (the diagram itself never makes any)
+        return ",".join(map(str, order))
 
 
 def _first(t: tuple):

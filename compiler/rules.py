@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from itertools import accumulate
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -65,7 +66,8 @@ _CONSTANT = re.compile(r"""
 
 
 # The same, capturing: `_SPLIT(text)` alternates text between constants and the constants.
-_SPLIT = re.compile("(" + _CONSTANT.pattern + ")", re.VERBOSE).split
+# The lookahead only says what every branch starts with; it lets the search skip ahead.
+_SPLIT = re.compile("((?=[\"'0-9])(?:" + _CONSTANT.pattern + "))", re.VERBOSE).split
 
 
 class _Fallback(Exception):
@@ -345,17 +347,16 @@ class _RuleBuilder:
                 self.parse(_tokenize(text, line, column, self.source))
                 raise
             plan = self.shapes[shape] = _Shape(parsed, column, self.fast(*parsed))
-        consts, columns, pos = parts[1::2], [], column
-        for k in range(1, len(parts), 2):
-            pos += len(parts[k - 1])
-            columns.append(pos)
-            pos += len(parts[k])
+        consts = parts[1::2]
+        # ends[2 * i] is where constant i starts in the text (and ends[2 * i + 1] its end).
+        ends = list(accumulate(map(len, parts)))
         if plan.fast is not None:
             try:
-                return plan.fast(consts, columns, line, text)
+                return plan.fast(consts, ends, line, column, text)
             except (_Fallback, RuleError):
                 pass  # the general path below gives the error, or the rule
-        values = [Token(_constant_type(c), c, line, col) for c, col in zip(consts, columns)]
+        values = [Token(_constant_type(c), c, line, column + ends[2 * i])
+                  for i, c in enumerate(consts)]
         f, port_tokens, slot_columns = plan.parsed
         self.slot_columns, self.line, self.column, self.origin = \
             slot_columns, line, column, plan.column
@@ -373,12 +374,12 @@ class _RuleBuilder:
         port_sets = self.port_sets
         new = object.__new__
 
-        def instantiate(consts, columns, line, text):
-            filt = build(consts, columns, line)
+        def instantiate(consts, ends, line, column, text):
+            filt = build(consts, ends, line, column)
             key = tuple([consts[i] for i in slots])
             ports = port_sets.get(key)
             if ports is None:
-                toks = [Token(_constant_type(consts[i]), consts[i], line, columns[i])
+                toks = [Token(_constant_type(consts[i]), consts[i], line, column + ends[2 * i])
                         for i in slots]
                 ports = port_sets[key] = self.ports(toks, toks)
             rule = new(Rule)
@@ -393,17 +394,18 @@ class _RuleBuilder:
             if f.constant.type != "SLOT":
                 return None
             i, q, op = int(f.constant.value), f.field, f.op
+            start = 2 * i
             known = self.converted.setdefault((q, op), {})
             new = object.__new__
 
-            def atom(consts, columns, line):
+            def atom(consts, ends, line, column):
                 value = known.get(consts[i])
                 if value is None:
                     value = self._convert(q, op, consts[i])
                 a = new(Atom)
                 d = a.__dict__
                 d["field"], d["op"], d["value"], d["prefix_len"], d["line"], d["column"] = \
-                    q, op, value[0], value[1], line, columns[i]
+                    q, op, value[0], value[1], line, column + ends[start]
                 return a
             return atom
         if isinstance(f, (And, Or)):
@@ -411,18 +413,27 @@ class _RuleBuilder:
             if None in items:
                 return None
             cls, new = type(f), object.__new__
+            if len(items) == 2:  # the usual `a and b`
+                first, second = items
 
-            def junction(consts, columns, line):
+                def pair(consts, ends, line, column):
+                    j = new(cls)
+                    j.__dict__["items"] = (first(consts, ends, line, column),
+                                           second(consts, ends, line, column))
+                    return j
+                return pair
+
+            def junction(consts, ends, line, column):
                 j = new(cls)
-                j.__dict__["items"] = tuple([g(consts, columns, line) for g in items])
+                j.__dict__["items"] = tuple([g(consts, ends, line, column) for g in items])
                 return j
             return junction
         if isinstance(f, Not):
             item = self._fast_filter(f.item)
             if item is None:
                 return None
-            return lambda consts, columns, line: Not(item(consts, columns, line))
-        return lambda consts, columns, line: f  # Const: shared, as instantiate() does
+            return lambda consts, ends, line, column: Not(item(consts, ends, line, column))
+        return lambda consts, ends, line, column: f  # Const: shared, as instantiate() does
 
     def _convert(self, q: QueryField, op: str, text: str) -> tuple[int, int | None]:
         """A slot constant's value for `q op text`, remembered; errors go the general way."""

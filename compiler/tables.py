@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from compiler import intervals as iv
-from compiler.diagram import Diagram, port_list
+from compiler.diagram import Diagram, port_list, sorted_ports
 
 STATE_BITS = 32
 GROUP_BITS = 16
@@ -72,7 +72,7 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
     1.6 million replicas in the 100K-rule benchmark): treat the result as read-only.
     """
     reachable = d.reachable() if reachable is None else reachable
-    port_texts: dict[frozenset, str] = {}
+    port_texts: dict[frozenset, tuple[list[int], str]] = {}
     ids = state_ids(d, reachable, port_texts)
     entries: list[dict] = []
     contents = d.contents
@@ -119,15 +119,16 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
         entries.append({"table": leaf_table, "match": {"state": {"exact": 0}},
                         "action": name, "params": params})
     used = {e["params"]["group"] for e in entries if e["action"] == "mcast"}
-    replica: dict[int, dict] = {}
-    for ports, gid in group_ids.items():
-        if gid in used:
-            for p in ports:
-                if p not in replica:
-                    replica[p] = {"port": p, "rid": 0}
-    groups = [{"id": gid, "replicas": [replica[p] for p in sorted(ports)]}
-              for ports, gid in sorted(group_ids.items(), key=lambda kv: kv[1]) if gid in used]
+    in_use = [(gid, ports) for ports, gid in group_ids.items() if gid in used]
+    replica = {p: {"port": p, "rid": 0} for p in frozenset().union(*(p for _, p in in_use))}
+    groups = [{"id": gid, "replicas": list(map(replica.__getitem__,
+                                               sorted_ports(ports, port_texts)))}
+              for gid, ports in sorted(in_use, key=_first)]
     return entries, groups
+
+
+def _first(pair: tuple):
+    return pair[0]
 
 
 def _default_successor(intervals: list[tuple[int, int, int]], kind: str, dead: set[int]) -> int:
