@@ -147,15 +147,22 @@ class _Builder:
         self.res_head = [NO_FIELD]
         self.res_ivs: list[IntervalSet] = [()]
         self.res_next = [0]
+        self.backwards: dict[tuple, list[tuple[int, QueryField]]] = {}
         self.d = Diagram(self.order)
         self.state_of: dict[Content, int] = {}
         self.todo: dict[int, list[int]] = defaultdict(list)
 
     def residual(self, conj: Conjunction) -> int:
-        rid, index, res_key = 0, self.index, self.res_key
-        # From the last field tested to the first (fields are distinct: no tie to break).
-        for k, q, ivs in sorted([(index[q], q, ivs) for q, ivs in conj.items()],
-                                key=_first, reverse=True):
+        rid, res_key = 0, self.res_key
+        # From the last field tested to the first; the order for a conjunction's fields
+        # (in the order the conjunction lists them) is computed once.
+        fields = tuple(conj)
+        backwards = self.backwards.get(fields)
+        if backwards is None:
+            backwards = self.backwards[fields] = sorted(
+                [(self.index[q], q) for q in fields], key=_first, reverse=True)
+        for k, q in backwards:
+            ivs = conj[q]
             key = (k, ivs, rid)
             nxt = res_key.get(key)
             if nxt is None:
@@ -263,8 +270,14 @@ def build(items: Sequence[tuple[Conjunction, frozenset[int]]], order: Sequence[Q
     """
     b = _Builder(order)
     groups: dict[int, set] = {}
+    residual = b.residual
     for conj, ports in items:
-        groups.setdefault(b.residual(conj), set()).update(ports)
+        rid = residual(conj)
+        known = groups.get(rid)
+        if known is None:
+            groups[rid] = set(ports)
+        else:
+            known.update(ports)
     root = b.state(frozenset(), groups)
     assert root == 0
     for k in range(len(b.order)):
