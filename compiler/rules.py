@@ -327,7 +327,7 @@ class _RuleBuilder:
         # The fast path's caches: a slot constant's (value, prefix length) per (field, op),
         # and port sets per the ports' texts (rules share the frozensets).
         self.converted: dict[tuple[QueryField, str], dict[str, tuple[int, int | None]]] = {}
-        self.port_sets: dict[tuple[str, ...], frozenset[int]] = {}
+        self.port_sets: dict[str | tuple[str, ...], frozenset[int]] = {}
 
     def error(self, message: str, tok: Token) -> RuleError:
         return RuleError(message, tok.line, tok.column, self.source)
@@ -371,12 +371,13 @@ class _RuleBuilder:
         if build is None:
             return None
         slots = tuple(int(t.value) for t in port_tokens)
+        one = slots[0] if len(slots) == 1 else None  # `fwd(p)`: the text alone is the key
         port_sets = self.port_sets
         new = object.__new__
 
         def instantiate(consts, ends, line, column, text):
             filt = build(consts, ends, line, column)
-            key = tuple([consts[i] for i in slots])
+            key = consts[one] if one is not None else tuple([consts[i] for i in slots])
             ports = port_sets.get(key)
             if ports is None:
                 toks = [Token(_constant_type(consts[i]), consts[i], line, column + ends[2 * i])
