@@ -368,7 +368,7 @@ class _RuleBuilder:
         _Fallback (or RuleError) at anything it has not seen work: the general path then
         builds the rule, or reports the error, exactly as it always does."""
         build = self._fast_filter(f)
-        if build is None:
+        if build is None or any(t.type != "SLOT" for t in port_tokens):
             return None
         slots = tuple(int(t.value) for t in port_tokens)
         one = slots[0] if len(slots) == 1 else None  # `fwd(p)`: the text alone is the key

@@ -58,6 +58,9 @@ RULE_ERRORS = [
     ("dst == 10.0.0.0/33 : fwd(1)", 8, ["prefix length /33"]),
     ("dst == 300.0.0.0 : fwd(1)", 8, ["not an IPv4 address"]),
     ('stock == "\u00e9t\u00e9" : fwd(1)', 10, ["not ASCII"]),
+    # A bare word after a longer constant: its column counts that constant's real length.
+    ("price > 123456 and shares == GOOGL : fwd(1)", 30, ["string GOOGL", "holds 4"]),
+    ("  price > 123456 and price == shares : fwd(1)", 31, ["'shares' is a field"]),
 ]
 
 
