@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 from pathlib import Path
 
-from compiler.compile import compile_rules, no_cyclic_gc
-from compiler.rules import parse_rules
-from compiler.spec import load_spec
-
 ROOT = Path(__file__).resolve().parent.parent
+# Measure this checkout's compiler: run as a script, the bench/ directory is first on the
+# path, and `compiler` would otherwise come from wherever camus is installed (an editable
+# install of another worktree, say).
+sys.path.insert(0, str(ROOT))
+
+from compiler.compile import compile_rules, no_cyclic_gc  # noqa: E402
+from compiler.rules import parse_rules  # noqa: E402
+from compiler.spec import load_spec  # noqa: E402
 
 
 def workload(n: int, seed: int) -> str:
@@ -36,6 +41,8 @@ def main() -> None:
     ap.add_argument("--rules", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    import compiler
+    print(f"compiler from      {Path(compiler.__file__).parent}")
     spec = load_spec(ROOT / "p4/itch/itch.p4")
     text = workload(args.rules, args.seed)
     t0 = time.perf_counter()

@@ -33,7 +33,7 @@ lives in order.py.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from compiler.intervals import IntervalSet
@@ -55,7 +55,24 @@ class Diagram:
     order: list[QueryField]
     contents: list[Content] = field(default_factory=list)
     splits: dict[int, Split] = field(default_factory=dict)
-    residual_text: list[str] = field(default_factory=list)
+    # Residual id -> (field name, intervals, next residual id); id 0 is the empty residual.
+    # Their texts are made on demand: most residuals only ever appear in the root state.
+    residuals: list[tuple[str, tuple, int]] = field(default_factory=lambda: [("", (), 0)])
+    _texts: dict[int, str] = field(default_factory=lambda: {0: ""}, repr=False)
+
+    @property
+    def residual_text(self) -> list[str]:
+        """Every residual's canonical text, by id."""
+        return [self.residual_str(r) for r in range(len(self.residuals))]
+
+    def residual_str(self, r: int) -> str:
+        text = self._texts.get(r)
+        if text is None:
+            qname, ivs, nxt = self.residuals[r]
+            text = f"{qname}{list(ivs)}"
+            tail = self.residual_str(nxt)
+            text = self._texts[r] = f"{text}&{tail}" if tail else text
+        return text
 
     @property
     def root(self) -> int:
@@ -77,12 +94,48 @@ class Diagram:
                         stack.append(t)
         return sorted(seen)
 
-    def describe(self, s: int) -> str:
-        """A canonical text of a state's meaning (used to derive stable ids)."""
+    def describe(self, s: int, port_texts: dict | None = None) -> str:
+        """A canonical text of a state's meaning (used to derive stable ids). `port_texts`,
+        if given, remembers the text of each port set it meets (see port_list)."""
         g, items = self.contents[s]
-        parts = sorted(f"{self.residual_text[r]}->{','.join(map(str, sorted(p)))}"
-                       for r, p in items)
-        return "G=" + ",".join(map(str, sorted(g))) + "|" + "|".join(parts)
+        texts = {} if port_texts is None else port_texts
+        parts = sorted([f"{self.residual_str(r)}->{port_list(p, texts)}" for r, p in items])
+        return "G=" + port_list(g, texts) + "|" + "|".join(parts)
+
+
+_PORT_TEXT = [str(p) for p in range(1024)]
+
+
+def port_list(ports: frozenset[int], memo: dict | None = None) -> str:
+    """`1,2,10`: a port set's canonical text. `memo`, if given, remembers each set's
+    sorted ports and text (see sorted_ports)."""
+    if memo is None:
+        return _port_list(sorted(ports))
+    known = memo.get(ports)
+    if known is None:
+        order = sorted(ports)
+        known = memo[ports] = (order, _port_list(order))
+    return known[1]
+
+
+def sorted_ports(ports: frozenset[int], memo: dict) -> list[int]:
+    """The ports in order, from `memo` if port_list or this has sorted them already."""
+    known = memo.get(ports)
+    if known is None:
+        port_list(ports, memo)
+        known = memo[ports]
+    return known[0]
+
+
+def _port_list(order: list[int]) -> str:
+    try:
+        return ",".join([_PORT_TEXT[p] for p in order])
+    except (IndexError, TypeError):  # not port numbers (the diagram itself never makes any)
+        return ",".join(map(str, order))
+
+
+def _first(t: tuple):
+    return t[0]
 
 
 class _Builder:
@@ -94,30 +147,41 @@ class _Builder:
         self.res_head = [NO_FIELD]
         self.res_ivs: list[IntervalSet] = [()]
         self.res_next = [0]
-        self.d = Diagram(self.order, residual_text=[""])
+        self.backwards: dict[tuple, list[tuple[int, QueryField]]] = {}
+        self.d = Diagram(self.order)
         self.state_of: dict[Content, int] = {}
         self.todo: dict[int, list[int]] = defaultdict(list)
 
     def residual(self, conj: Conjunction) -> int:
-        rid = 0
-        for q, ivs in sorted(conj.items(), key=lambda kv: -self.index[kv[0]]):
-            key = (self.index[q], ivs, rid)
-            nxt = self.res_key.get(key)
+        rid, res_key = 0, self.res_key
+        # From the last field tested to the first; the order for a conjunction's fields
+        # (in the order the conjunction lists them) is computed once.
+        fields = tuple(conj)
+        backwards = self.backwards.get(fields)
+        if backwards is None:
+            backwards = self.backwards[fields] = sorted(
+                [(self.index[q], q) for q in fields], key=_first, reverse=True)
+        for k, q in backwards:
+            ivs = conj[q]
+            key = (k, ivs, rid)
+            nxt = res_key.get(key)
             if nxt is None:
-                nxt = len(self.res_head)
-                self.res_key[key] = nxt
-                self.res_head.append(self.index[q])
+                nxt = res_key[key] = len(self.res_head)
+                self.res_head.append(k)
                 self.res_ivs.append(ivs)
                 self.res_next.append(rid)
-                tail = self.d.residual_text[rid]
-                text = f"{q.qname}{list(ivs)}"
-                self.d.residual_text.append(f"{text}&{tail}" if tail else text)
+                self.d.residuals.append((q.qname, ivs, rid))
             rid = nxt
         return rid
 
-    def state(self, g: frozenset, groups: dict[int, set]) -> int:
-        g = g | frozenset(groups.pop(0, ()))
-        items = frozenset((r, frozenset(p - g)) for r, p in groups.items() if not p <= g)
+    def state(self, g: frozenset, groups: dict[int, Iterable[int]]) -> int:
+        """The canonical state of G `g` and {residual: ports}. The port collections may be
+        any iterables of ports (the sweep passes its live counters): they are only read."""
+        now = groups.pop(0, None)
+        if now:
+            g = g.union(now)
+        items = frozenset([(r, frozenset(p).difference(g) if g else frozenset(p))
+                           for r, p in groups.items() if not g.issuperset(p)])
         content = (g, items)
         s = self.state_of.get(content)
         if s is None:
@@ -125,24 +189,27 @@ class _Builder:
             self.state_of[content] = s
             self.d.contents.append(content)
             if items:
-                self.todo[min(self.res_head[r] for r, _ in items)].append(s)
+                head = self.res_head
+                self.todo[min([head[r] for r, _ in items])].append(s)
         return s
 
     def split(self, s: int, k: int) -> Split:
         g, items = self.d.contents[s]
         top = self.order[k].max_value
+        res_head, res_next, res_ivs = self.res_head, self.res_next, self.res_ivs
         base: dict[int, frozenset] = {}
-        events: dict[int, list] = defaultdict(list)
+        starts: dict[int, list] = defaultdict(list)  # cut -> (next residual, ports) starting
+        ends: dict[int, list] = defaultdict(list)  # cut -> the same, ending just before it
         for rid, ports in items:
-            if self.res_head[rid] == k:
-                nxt = self.res_next[rid]
-                for lo, hi in self.res_ivs[rid]:
-                    events[lo].append((nxt, ports, 1))
+            if res_head[rid] == k:
+                nxt = res_next[rid]
+                for lo, hi in res_ivs[rid]:
+                    starts[lo].append((nxt, ports))
                     if hi < top:
-                        events[hi + 1].append((nxt, ports, -1))
+                        ends[hi + 1].append((nxt, ports))
             else:
                 base[rid] = ports
-        cuts = sorted(events)
+        cuts = sorted(starts.keys() | ends.keys())
         if cuts[0] != 0:
             cuts.insert(0, 0)
         # For each residual that follows, how many active items give each port. Only a port
@@ -150,29 +217,42 @@ class _Builder:
         active: dict[int, dict[int, int]] = {}
         out: list[tuple[int, int, int]] = []
         succ = -1
+        no_events: list = []
+        get_starts, get_ends = starts.get, ends.get
         for j, lo in enumerate(cuts):
             changed = succ < 0
-            for nxt, ports, delta in events.get(lo, ()):
+            for nxt, ports in get_ends(lo, no_events):
+                counts = active[nxt]
+                for port in ports:
+                    c = counts[port] - 1
+                    if c:
+                        counts[port] = c
+                    else:
+                        del counts[port]
+                        changed = True
+                if not counts:
+                    del active[nxt]
+            for nxt, ports in get_starts(lo, no_events):
                 counts = active.get(nxt)
                 if counts is None:
                     counts = active[nxt] = {}
                 for port in ports:
-                    c = counts.get(port, 0) + delta
-                    if c:
-                        counts[port] = c
-                        if c == 1 and delta == 1:
-                            changed = True
-                    else:
-                        del counts[port]
+                    c = counts.get(port)
+                    if c is None:
+                        counts[port] = 1
                         changed = True
+                    else:
+                        counts[port] = c + 1
             if changed:
-                groups = {r: set(p) for r, p in base.items()}
-                for r, counts in active.items():
-                    if counts:
+                if base:
+                    groups = {r: set(p) for r, p in base.items()}
+                    for r, counts in active.items():
                         if r in groups:
                             groups[r].update(counts)
                         else:
-                            groups[r] = set(counts)
+                            groups[r] = counts
+                else:
+                    groups = dict(active)
                 succ = self.state(g, groups)
             hi = cuts[j + 1] - 1 if j + 1 < len(cuts) else top
             if out and out[-1][2] == succ:
@@ -190,8 +270,14 @@ def build(items: Sequence[tuple[Conjunction, frozenset[int]]], order: Sequence[Q
     """
     b = _Builder(order)
     groups: dict[int, set] = {}
+    residual = b.residual
     for conj, ports in items:
-        groups.setdefault(b.residual(conj), set()).update(ports)
+        rid = residual(conj)
+        known = groups.get(rid)
+        if known is None:
+            groups[rid] = set(ports)
+        else:
+            known.update(ports)
     root = b.state(frozenset(), groups)
     assert root == 0
     for k in range(len(b.order)):

@@ -21,6 +21,10 @@ MAX_DISJUNCTS = 100_000
 
 
 def dnf(f: Filter, line: int | None = None) -> list[Conjunction]:
+    if type(f) is And:  # the most common filter: straight to its conjunction
+        conj = _atoms_conjunction(f.items)
+        if conj is not None:
+            return conj
     return _dnf(f, False, line)
 
 
@@ -30,8 +34,10 @@ def _dnf(f: Filter, negated: bool, line: int | None) -> list[Conjunction]:
         if s is None:
             return []
         return [{f.field: s}] if s else [{}]
-    if isinstance(f, And) and not negated and all(isinstance(i, Atom) for i in f.items):
-        return _atoms_conjunction(f.items)
+    if isinstance(f, And) and not negated:
+        conj = _atoms_conjunction(f.items)
+        if conj is not None:
+            return conj
     if isinstance(f, Const):
         return [{}] if f.value != negated else []
     if isinstance(f, Not):
@@ -65,22 +71,41 @@ def _literal(a: Atom, negated: bool) -> iv.IntervalSet | None:
     return s
 
 
-def _atoms_conjunction(atoms) -> list[Conjunction]:
-    """The most common filter shape by far (`a == 1 and b > 2`), without list products."""
+# _literal(a, False) by the atom's meaning as a plain tuple: hashing and comparing Atoms
+# themselves runs dataclass-generated Python code, twice per atom of every rule.
+_POSITIVE: dict[tuple, iv.IntervalSet | None] = {}
+
+
+def _atoms_conjunction(atoms) -> list[Conjunction] | None:
+    """The most common filter shape by far (`a == 1 and b > 2`), without list products;
+    None if not every item is an atom."""
     out: Conjunction = {}
+    false = False
     for a in atoms:
-        s = _literal(a, False)
+        if type(a) is not Atom and not isinstance(a, Atom):
+            return None
+        if false:
+            continue
+        key = (a.field, a.op, a.value, a.prefix_len)
+        try:
+            s = _POSITIVE[key]
+        except KeyError:
+            if len(_POSITIVE) >= 1 << 16:
+                _POSITIVE.clear()
+            s = _POSITIVE[key] = _literal(a, False)
         if s is None:
-            return []
+            false = True
+            continue
         if not s:
             continue
         prev = out.get(a.field)
         if prev is not None:
             s = iv.intersect(prev, s)
             if not s:
-                return []
+                false = True
+                continue
         out[a.field] = s
-    return [out]
+    return [] if false else [out]
 
 
 def _product(parts: list[list[Conjunction]], line: int | None) -> list[Conjunction]:

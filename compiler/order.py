@@ -26,13 +26,14 @@ def choose(spec: Spec, conjunctions: Iterable[Conjunction],
     if static:
         named = _named(spec, override or ())
         return named + [q for q in declared if q not in named]
-    cuts: dict[QueryField, set[int]] = {}
+    distinct: dict[QueryField, set] = {}  # each field's distinct interval sets
     for conj in conjunctions:
         for q, ivs in conj.items():
-            s = cuts.setdefault(q, set())
-            for lo, hi in ivs:
-                s.add(lo)
-                s.add(hi)
+            s = distinct.get(q)
+            if s is None:
+                s = distinct[q] = set()
+            s.add(ivs)
+    cuts = {q: {x for ivs in s for pair in ivs for x in pair} for q, s in distinct.items()}
     used = set(cuts)
     if override:
         order = _named(spec, override)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from itertools import accumulate
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -62,6 +63,15 @@ _CONSTANT = re.compile(r"""
   | (?<![A-Za-z0-9_.])(?:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+ | 0[xX][0-9a-fA-F]+ | [0-9]+)(?:/[0-9]+)?
     (?![A-Za-z0-9_./])
 """, re.VERBOSE)
+
+
+# The same, capturing: `_SPLIT(text)` alternates text between constants and the constants.
+# The lookahead only says what every branch starts with; it lets the search skip ahead.
+_SPLIT = re.compile("((?=[\"'0-9])(?:" + _CONSTANT.pattern + "))", re.VERBOSE).split
+
+
+class _Fallback(Exception):
+    """A rule the shape's fast instantiation does not handle: take the general path."""
 
 
 class Token(NamedTuple):
@@ -115,7 +125,7 @@ def split_rules(text: str) -> list[tuple[str, int, int]]:
     """Rule texts with the (line, column) of their first character; comments removed."""
     out = []
     for lineno, line in enumerate(text.split("\n"), start=1):
-        if not any(c in line for c in "#;\"'"):
+        if "#" not in line and ";" not in line:  # quotes only matter around ';' and '#'
             seg = line.strip()
             if seg:
                 out.append((seg, lineno, len(line) - len(line.lstrip()) + 1))
@@ -292,14 +302,32 @@ class _Compare(NamedTuple):
     op_token: Token | None = None
 
 
+class _Shape(NamedTuple):
+    """A parsed rule shape: its tree and ports, the column it was parsed at, and its fast
+    instantiation (None if it has none)."""
+
+    parsed: tuple[Filter, list[Token], list[int]]
+    column: int
+    fast: object
+
+
 class _RuleBuilder:
     """Turns tokens into type-checked atoms: resolves fields, converts and checks constants."""
 
     def __init__(self, spec: Spec, source: str | None):
         self.spec, self.source = spec, source
         self.fields: dict[str, QueryField | None] = {}
-        self.shapes: dict[str, tuple[Filter, list[Token], list[int]]] = {}
-        self.slot_columns: list[int] = []  # the current rule's shape's slots
+        self.shapes: dict[str, _Shape] = {}
+        # Where the rule being instantiated is, and its shape's slots and first column
+        # (shape tokens carry the position of the rule the shape was first parsed from).
+        self.slot_columns: list[int] = []
+        self.line: int | None = None
+        self.column = 0
+        self.origin: int | None = None
+        # The fast path's caches: a slot constant's (value, prefix length) per (field, op),
+        # and port sets per the ports' texts (rules share the frozensets).
+        self.converted: dict[tuple[QueryField, str], dict[str, tuple[int, int | None]]] = {}
+        self.port_sets: dict[str | tuple[str, ...], frozenset[int]] = {}
 
     def error(self, message: str, tok: Token) -> RuleError:
         return RuleError(message, tok.line, tok.column, self.source)
@@ -308,28 +336,115 @@ class _RuleBuilder:
         if "\x00" in text:  # the shape's slot marker: never valid in a rule's own text
             raise RuleError("unexpected character '\\x00'", line, column + text.index("\x00"),
                             self.source)
-        consts, pieces, last = [], [], 0
-        for m in _CONSTANT.finditer(text):
-            pieces.append(text[last:m.start()])
-            pieces.append("\x00")
-            consts.append(m)
-            last = m.end()
-        pieces.append(text[last:])
-        shape = "".join(pieces)
-        parsed = self.shapes.get(shape)
-        if parsed is None:
+        parts = _SPLIT(text)  # text, constant, text, ..., text
+        shape = "\x00".join(parts[::2])
+        plan = self.shapes.get(shape)
+        if plan is None:
             try:
-                parsed = self.shapes[shape] = self.parse(_tokenize(shape, line, column,
-                                                                   self.source))
+                parsed = self.parse(_tokenize(shape, line, column, self.source))
             except RuleError:
                 # Positions in a shape are off by the constants' lengths: report from the text.
                 self.parse(_tokenize(text, line, column, self.source))
                 raise
-        values = [Token(_constant_type(m.group()), m.group(), line, column + m.start())
-                  for m in consts]
-        f, port_tokens, slot_columns = parsed
-        self.slot_columns = slot_columns
+            plan = self.shapes[shape] = _Shape(parsed, column, self.fast(*parsed))
+        consts = parts[1::2]
+        # ends[2 * i] is where constant i starts in the text (and ends[2 * i + 1] its end).
+        ends = list(accumulate(map(len, parts)))
+        if plan.fast is not None:
+            try:
+                return plan.fast(consts, ends, line, column, text)
+            except (_Fallback, RuleError):
+                pass  # the general path below gives the error, or the rule
+        values = [Token(_constant_type(c), c, line, column + ends[2 * i])
+                  for i, c in enumerate(consts)]
+        f, port_tokens, slot_columns = plan.parsed
+        self.slot_columns, self.line, self.column, self.origin = \
+            slot_columns, line, column, plan.column
         return Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text)
+
+    def fast(self, f, port_tokens: list[Token], slot_columns: list[int]):
+        """The shape's instantiation as one function of its constants' texts and columns, or
+        None when the shape has a constant that is not a slot. The function raises
+        _Fallback (or RuleError) at anything it has not seen work: the general path then
+        builds the rule, or reports the error, exactly as it always does."""
+        build = self._fast_filter(f)
+        if build is None or any(t.type != "SLOT" for t in port_tokens):
+            return None
+        slots = tuple(int(t.value) for t in port_tokens)
+        one = slots[0] if len(slots) == 1 else None  # `fwd(p)`: the text alone is the key
+        port_sets = self.port_sets
+        new = object.__new__
+
+        def instantiate(consts, ends, line, column, text):
+            filt = build(consts, ends, line, column)
+            key = consts[one] if one is not None else tuple([consts[i] for i in slots])
+            ports = port_sets.get(key)
+            if ports is None:
+                toks = [Token(_constant_type(consts[i]), consts[i], line, column + ends[2 * i])
+                        for i in slots]
+                ports = port_sets[key] = self.ports(toks, toks)
+            rule = new(Rule)
+            d = rule.__dict__
+            d["filter"], d["ports"], d["line"], d["text"] = filt, ports, line, text
+            return rule
+
+        return instantiate
+
+    def _fast_filter(self, f):
+        if isinstance(f, _Compare):
+            if f.constant.type != "SLOT":
+                return None
+            i, q, op = int(f.constant.value), f.field, f.op
+            start = 2 * i
+            known = self.converted.setdefault((q, op), {})
+            new = object.__new__
+
+            def atom(consts, ends, line, column):
+                value = known.get(consts[i])
+                if value is None:
+                    value = self._convert(q, op, consts[i])
+                a = new(Atom)
+                d = a.__dict__
+                d["field"], d["op"], d["value"], d["prefix_len"], d["line"], d["column"] = \
+                    q, op, value[0], value[1], line, column + ends[start]
+                return a
+            return atom
+        if isinstance(f, (And, Or)):
+            items = [self._fast_filter(i) for i in f.items]
+            if None in items:
+                return None
+            cls, new = type(f), object.__new__
+            if len(items) == 2:  # the usual `a and b`
+                first, second = items
+
+                def pair(consts, ends, line, column):
+                    j = new(cls)
+                    j.__dict__["items"] = (first(consts, ends, line, column),
+                                           second(consts, ends, line, column))
+                    return j
+                return pair
+
+            def junction(consts, ends, line, column):
+                j = new(cls)
+                j.__dict__["items"] = tuple([g(consts, ends, line, column) for g in items])
+                return j
+            return junction
+        if isinstance(f, Not):
+            item = self._fast_filter(f.item)
+            if item is None:
+                return None
+            return lambda consts, ends, line, column: Not(item(consts, ends, line, column))
+        return lambda consts, ends, line, column: f  # Const: shared, as instantiate() does
+
+    def _convert(self, q: QueryField, op: str, text: str) -> tuple[int, int | None]:
+        """A slot constant's value for `q op text`, remembered; errors go the general way."""
+        tok = Token(_constant_type(text), text, None, None)
+        try:
+            a = self.atom(q, op, tok, tok)
+        except RuleError:
+            raise _Fallback from None
+        value = self.converted[q, op][text] = (a.value, a.prefix_len)
+        return value
 
     def parse(self, tokens: list[Token]) -> tuple[Filter, list[Token], list[int]]:
         slot, slot_columns = 0, []
@@ -349,7 +464,8 @@ class _RuleBuilder:
 
     def instantiate(self, f, values: list[Token]) -> Filter:
         if isinstance(f, _Compare):
-            tok = values[int(f.constant.value)] if f.constant.type == "SLOT" else f.constant
+            tok = values[int(f.constant.value)] if f.constant.type == "SLOT" \
+                else self.unshape(f.constant, values)
             return self.atom(f.field, f.op, tok, self.unshape(f.op_token, values))
         if isinstance(f, (And, Or)):
             return type(f)(tuple(self.instantiate(i, values) for i in f.items))
@@ -358,12 +474,13 @@ class _RuleBuilder:
         return f
 
     def unshape(self, tok: Token | None, values: list[Token]) -> Token | None:
-        """A shape token moved to its column in the rule's text (slots were 1 character)."""
-        if tok is None or not values:
+        """A shape token moved to its line and column in the rule's text (the shape was
+        parsed at the position of the first rule of that shape, and slots are 1 character)."""
+        if tok is None or self.origin is None:
             return tok
         shift = sum(len(v.value) - 1 for col, v in zip(self.slot_columns, values)
                     if col < tok.column)
-        return tok._replace(column=tok.column + shift)
+        return tok._replace(line=self.line, column=tok.column - self.origin + self.column + shift)
 
     def ports(self, tokens: list[Token], values: list[Token]) -> frozenset[int]:
         ports = set()

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from compiler import intervals as iv
-from compiler.diagram import Diagram
+from compiler.diagram import Diagram, port_list, sorted_ports
 
 STATE_BITS = 32
 GROUP_BITS = 16
@@ -57,21 +57,28 @@ def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) 
     return out
 
 
-def state_ids(d: Diagram, reachable: list[int]) -> dict[int, int]:
+def state_ids(d: Diagram, reachable: list[int], port_texts: dict | None = None) -> dict[int, int]:
     """Every reachable state's id; the start state is 0 (and, being fixed, is never hashed)."""
-    return stable_ids({s: d.describe(s) for s in reachable if s != d.root}, STATE_BITS,
+    texts = {} if port_texts is None else port_texts
+    return stable_ids({s: d.describe(s, texts) for s in reachable if s != d.root}, STATE_BITS,
                       {d.root: 0})
 
 
-def emit(d: Diagram, stages: list[Stage], leaf_table: str) -> tuple[list[dict], list[dict]]:
-    """(table entries, multicast groups) in the entries.json form."""
-    reachable = d.reachable()
-    ids = state_ids(d, reachable)
+def emit(d: Diagram, stages: list[Stage], leaf_table: str,
+         reachable: list[int] | None = None) -> tuple[list[dict], list[dict]]:
+    """(table entries, multicast groups) in the entries.json form.
+
+    The groups' replicas are one shared `{"port": p, "rid": 0}` dict per port (there are
+    1.6 million replicas in the 100K-rule benchmark): treat the result as read-only.
+    """
+    reachable = d.reachable() if reachable is None else reachable
+    port_texts: dict[frozenset, tuple[list[int], str]] = {}
+    ids = state_ids(d, reachable, port_texts)
     entries: list[dict] = []
-    dead = {s for s in reachable if d.contents[s] == (frozenset(), frozenset())}
-    leaves = {s: ports for s, ports in d.leaves().items() if ports}
-    multi = {ports: ",".join(map(str, sorted(ports))) for ports in leaves.values()
-             if len(ports) > 1}
+    contents = d.contents
+    dead = {s for s in reachable if contents[s] == (frozenset(), frozenset())}
+    leaves = {s: contents[s][0] for s in reachable if not contents[s][1] and contents[s][0]}
+    multi = {ports: port_list(ports, port_texts) for ports in leaves.values() if len(ports) > 1}
     group_ids = stable_ids(multi, GROUP_BITS, {"all ports (compiler/p4)": ALL_PORTS_GROUP})
 
     def action(t: int) -> tuple[str, dict]:
@@ -112,9 +119,16 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str) -> tuple[list[dict], 
         entries.append({"table": leaf_table, "match": {"state": {"exact": 0}},
                         "action": name, "params": params})
     used = {e["params"]["group"] for e in entries if e["action"] == "mcast"}
-    groups = [{"id": gid, "replicas": [{"port": p, "rid": 0} for p in sorted(ports)]}
-              for ports, gid in sorted(group_ids.items(), key=lambda kv: kv[1]) if gid in used]
+    in_use = [(gid, ports) for ports, gid in group_ids.items() if gid in used]
+    replica = {p: {"port": p, "rid": 0} for p in frozenset().union(*(p for _, p in in_use))}
+    groups = [{"id": gid, "replicas": list(map(replica.__getitem__,
+                                               sorted_ports(ports, port_texts)))}
+              for gid, ports in sorted(in_use, key=_first)]
     return entries, groups
+
+
+def _first(pair: tuple):
+    return pair[0]
 
 
 def _default_successor(intervals: list[tuple[int, int, int]], kind: str, dead: set[int]) -> int:

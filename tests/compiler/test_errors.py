@@ -58,6 +58,9 @@ RULE_ERRORS = [
     ("dst == 10.0.0.0/33 : fwd(1)", 8, ["prefix length /33"]),
     ("dst == 300.0.0.0 : fwd(1)", 8, ["not an IPv4 address"]),
     ('stock == "\u00e9t\u00e9" : fwd(1)', 10, ["not ASCII"]),
+    # A bare word after a longer constant: its column counts that constant's real length.
+    ("price > 123456 and shares == GOOGL : fwd(1)", 30, ["string GOOGL", "holds 4"]),
+    ("  price > 123456 and price == shares : fwd(1)", 31, ["'shares' is a field"]),
 ]
 
 
@@ -139,3 +142,21 @@ def test_operator_column_after_long_constants_in_a_cached_shape(spec):
         parse_rules('price > 1 and stock == "A" : fwd(1)\n'
                     'price > 123456 and stock > "A" : fwd(1)\n', spec)
     assert (info.value.line, info.value.column) == (2, 26)
+
+
+def test_value_error_in_a_cached_shape_names_its_own_line_and_column(spec):
+    # The shape `dst == \x00 : fwd(\x00)` is first parsed from line 1 (indent 0); the bad
+    # prefix on line 3 (indented) used to be reported at the operator's line and column
+    # on line 1.
+    text = "dst == 10.0.0.1 : fwd(1)\nprice > 7 : fwd(2)\n    price > 10.0.0.0/8 : fwd(3)\n"
+    with pytest.raises(RuleError) as info:
+        parse_rules(text.replace("dst ==", "price >", 1), spec)
+    assert (info.value.line, info.value.column) == (3, 11), str(info.value)
+    assert "a prefix can only be compared" in info.value.message
+
+
+def test_bare_word_constant_atoms_carry_their_own_rule_position(spec):
+    r1, r2 = parse_rules("stock == GOOGL : fwd(1)\n  price > 10 and stock == GOOGL : fwd(2)",
+                         spec)
+    assert (r1.filter.line, r1.filter.column) == (1, 10)
+    assert (r2.filter.items[1].line, r2.filter.items[1].column) == (2, 27)
