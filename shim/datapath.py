@@ -151,12 +151,19 @@ class DataPath:
         """
         if not self.wants(topic_number) or not records:
             return {}
-        slots = [schema.extract(r.key, r.value, list(r.headers)) for r in records] if schema else None
+        native = reframe._native is not None and hasattr(self.switch, "process_packed")
+        slots: list[list[int]] | bytes | None = None
+        if schema is not None:
+            slots = schema.extract_packed([r.value for r in records]) if native else None
+            if slots is None:
+                slots = [schema.extract(r.key, r.value, list(r.headers)) for r in records]
         self.stats.records_in += len(records)
         out: dict[int, list[tuple[int, Record]]] = {}
         packed = (reframe.frame_records(topic_number, partition, records, slots, shift)
-                  if hasattr(self.switch, "process_packed") else None)
+                  if native else None)
         if packed is None:  # the reference: a Python bytes object per packet and copy
+            if isinstance(slots, bytes):
+                slots = [list(s) for s in struct.iter_unpack("<8Q", slots)]
             frames: list[bytes] = []
             for i, r in enumerate(records):
                 frames += reframe.packets(topic_number, partition, r.offset + shift,

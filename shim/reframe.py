@@ -106,14 +106,14 @@ def packets(topic_id: int, partition: int, offset: int, slots: list[int], record
                   + body[i * fragment:(i + 1) * fragment]) for i in range(count)]
 
 
-def frame_records(topic_id: int, partition: int, records, slots: list[list[int]] | None,
+def frame_records(topic_id: int, partition: int, records, slots: list[list[int]] | bytes | None,
                   shift: int = 0, addr: Addressing = Addressing(),
                   fragment: int = DEFAULT_FRAGMENT) -> tuple[bytes, bytes, bytes] | None:
     """`packets` for many records at once, by the extension (switch/native/src/reframe.rs):
     the frames of every record in order, packed as `Switch.process_packed` takes them, as
     (frames, u32 LE length per frame, u32 LE record index per frame). `records` are
     `shim.protocol.records.Record`s numbered `r.offset + shift`; `slots` holds each record's
-    eight slot values (None: all 0). None without the extension, or where `packets` must
+    eight slot values (or all of them packed as u64 LE, `Schema.extract_packed`; None: all 0). None without the extension, or where `packets` must
     decide (anything it would raise on, or not read the way the extension reads it)."""
     if _native is None:
         return None
