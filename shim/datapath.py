@@ -13,7 +13,11 @@ difference (`controller.diff`) into the switch.
 `send(topic, partition, records)` extracts each record's slots with the topic's schema,
 reframes it (`shim.reframe`, fragments for large records), runs the packets through the
 switch and reassembles what each log endpoint (a view) receives; it returns
-{port: [(offset, record)]}, in offset order. Group members' ports are subscribed with
+{port: [(offset, record)]}, in offset order. With the native extension and switch, the
+packets are framed in one call (`reframe.frame_records`, the bytes `reframe.packets` makes)
+and the copies are tallied in one (`switch._native.tally_copies`): a log endpoint that got
+each of its records' fragments whole, unaltered and in order gets the sent records back
+without reassembly, which is all reassembly could give; anything else is reassembled. Group members' ports are subscribed with
 `log=False`: Fetch serves a member from its topic's or view's log (which holds the same
 records for the partitions it was assigned, and stays valid across rebalances), so what
 their ports receive is counted per port (`Stats.packets_out`) and not decoded. Topics nobody subscribes to skip the switch entirely (there is nobody to
@@ -23,6 +27,7 @@ deliver to); their records are still in the source log that plain consumers read
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -146,24 +151,67 @@ class DataPath:
         """
         if not self.wants(topic_number) or not records:
             return {}
-        frames: list[bytes] = []
-        for r in records:
-            slots = schema.extract(r.key, r.value, list(r.headers)) if schema else [0] * SLOTS
-            frames += reframe.packets(topic_number, partition, r.offset + shift, slots,
-                                      reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
+        native = reframe._native is not None and hasattr(self.switch, "process_packed")
+        slots: list[list[int]] | bytes | None = None
+        if schema is not None:
+            slots = schema.extract_packed([r.value for r in records]) if native else None
+            if slots is None:
+                slots = [schema.extract(r.key, r.value, list(r.headers)) for r in records]
         self.stats.records_in += len(records)
-        self.stats.packets_in += len(frames)
         out: dict[int, list[tuple[int, Record]]] = {}
-        counts = self.stats.packets_out
-        for copies in self.switch.process_batch(frames, INGRESS_PORT):
-            for port, frame in copies:
-                counts[port] = counts.get(port, 0) + 1
-                if port not in self.log_ports or (only is not None and port != only):
-                    continue
-                done = self.reassemblers.setdefault(port, reframe.Reassembler()).push(frame)
-                if done is not None:
-                    _, _, offset, rec = done
-                    out.setdefault(port, []).append(
-                        (offset, Record(offset, rec.timestamp, rec.key, rec.value, rec.headers)))
-                    self.stats.deliveries += 1
+        packed = (reframe.frame_records(topic_number, partition, records, slots, shift)
+                  if native else None)
+        if packed is None:  # the reference: a Python bytes object per packet and copy
+            if isinstance(slots, bytes):
+                slots = [list(s) for s in struct.iter_unpack("<8Q", slots)]
+            frames: list[bytes] = []
+            for i, r in enumerate(records):
+                frames += reframe.packets(topic_number, partition, r.offset + shift,
+                                          slots[i] if slots else [0] * SLOTS,
+                                          reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
+            self.stats.packets_in += len(frames)
+            counts = self.stats.packets_out
+            for copies in self.switch.process_batch(frames, INGRESS_PORT):
+                for port, frame in copies:
+                    counts[port] = counts.get(port, 0) + 1
+                    self._receive(port, frame, only, out)
+            return out
+        # Native framing (byte-identical to `reframe.packets`), and the copies counted per
+        # port without a Python object per packet. A log port's records are the sent records
+        # themselves when `tally_copies` finds that it received each one whole, unaltered
+        # and in order, which is all reassembly could yield; otherwise it reassembles.
+        buf, lengths, owner = packed
+        self.stats.packets_in += len(lengths) // 4
+        copies_buf, copies = self.switch.process_packed(buf, lengths, INGRESS_PORT)
+        logs = [p for p in self.log_ports if only is None or p == only]
+        counts, got = reframe._native.tally_copies(buf, lengths, owner, copies_buf, copies, logs,
+                                                   reframe.MAX_RECORD)
+        for port, n in counts:
+            self.stats.packets_out[port] = self.stats.packets_out.get(port, 0) + n
+        if got is None or any(self.reassemblers[p].pending for p in logs if p in self.reassemblers):
+            view = memoryview(copies_buf)
+            for _, port, off, n in struct.iter_unpack("<4I", copies):
+                self._receive(port, bytes(view[off:off + n]), only, out)
+            return out
+        for port, _ in counts:
+            if port in logs:
+                self.reassemblers.setdefault(port, reframe.Reassembler())
+        for port, j in got:
+            r = records[j]
+            offset = r.offset + shift
+            out.setdefault(port, []).append(
+                (offset, Record(offset, r.timestamp, r.key, r.value, r.headers)))
+        self.stats.deliveries += len(got)
         return out
+
+    def _receive(self, port: int, frame: bytes, only: int | None,
+                 out: dict[int, list[tuple[int, Record]]]) -> None:
+        """One copy at `port`: reassembled into `out` if `port` is a log endpoint (or `only`)."""
+        if port not in self.log_ports or (only is not None and port != only):
+            return
+        done = self.reassemblers.setdefault(port, reframe.Reassembler()).push(frame)
+        if done is not None:
+            _, _, offset, rec = done
+            out.setdefault(port, []).append(
+                (offset, Record(offset, rec.timestamp, rec.key, rec.value, rec.headers)))
+            self.stats.deliveries += 1

@@ -20,6 +20,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+try:
+    from switch import _native
+except ImportError:  # not built: `packets` frames every record
+    _native = None
+if not hasattr(_native, "frame_records"):  # a stale build from before native framing
+    _native = None
+
 HEADER = struct.Struct(">IIQHHI8Q")  # topic, partition, offset, frag index, frag count, length, slots
 ETH_IP_UDP = 14 + 20 + 8
 DEFAULT_FRAGMENT = 1400  # record bytes per packet: whole packets stay under a 1500-byte MTU
@@ -97,6 +104,21 @@ def packets(topic_id: int, partition: int, offset: int, slots: list[int], record
         return [frame(HEADER.pack(topic_id, partition, offset, 0, 1, len(body), *slots) + body)]
     return [frame(HEADER.pack(topic_id, partition, offset, i, count, len(body), *slots)
                   + body[i * fragment:(i + 1) * fragment]) for i in range(count)]
+
+
+def frame_records(topic_id: int, partition: int, records, slots: list[list[int]] | bytes | None,
+                  shift: int = 0, addr: Addressing = Addressing(),
+                  fragment: int = DEFAULT_FRAGMENT) -> tuple[bytes, bytes, bytes] | None:
+    """`packets` for many records at once, by the extension (switch/native/src/reframe.rs):
+    the frames of every record in order, packed as `Switch.process_packed` takes them, as
+    (frames, u32 LE length per frame, u32 LE record index per frame). `records` are
+    `shim.protocol.records.Record`s numbered `r.offset + shift`; `slots` holds each record's
+    eight slot values (or all of them packed as u64 LE, `Schema.extract_packed`; None: all 0). None without the extension, or where `packets` must
+    decide (anything it would raise on, or not read the way the extension reads it)."""
+    if _native is None:
+        return None
+    return _native.frame_records(records, slots, topic_id, partition, shift,
+                                 _framer(addr)(b""), fragment)
 
 
 @functools.lru_cache(maxsize=16)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -97,10 +98,40 @@ def _same(value: bytes | None, paths: list[str], types: list[str]) -> None:
     fast, ref = _schemas(paths, types)
     assert fast.extract(None, value, []) == ref.extract(None, value, [])
     assert fast.misses == ref.misses
+    _same_packed([value, b'{"a":1,"n":300}', None, value], paths, types)
+
+
+def _same_packed(values: list, paths: list[str], types: list[str]) -> None:
+    """`extract_packed` (when it answers) against `extract` record by record, json.loads
+    doing the reading: the same slots, and the same misses in the same order."""
+    fast, ref = _schemas(paths, types)
+    packed = fast.extract_packed(values)
+    want = [ref.extract(None, v, []) for v in values]
+    if packed is None:  # json.loads must decide: nothing counted
+        assert fast.misses == {}
+        return
+    assert [list(s) for s in struct.iter_unpack("<8Q", packed)] == want
+    assert list(fast.misses.items()) == list(ref.misses.items())
 
 
 FIELDS = st.lists(st.tuples(st.sampled_from(PATHS), st.sampled_from(TYPES)), min_size=1,
                   max_size=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([None, b'{"a":"xyz","n":7}', b'{"n":999999}', b'{"a":7}',
+                                 b'{"l":[1,"ab"]}', b"[", rb'{"a":"\u00e9"}']), max_size=8),
+       FIELDS)
+def test_packed_batches_count_misses_in_order(values, fields):
+    paths, types = zip(*fields)
+    _same_packed(values, list(paths), list(types))
+
+
+def test_packed_needs_bytes_and_all_json_fields():
+    fast, _ = _schemas(["$.a"], ["u8"])
+    assert fast.extract_packed([bytearray(b'{"a":1}')]) is None
+    assert fast.extract_packed([b'{"a":1}', b"\xef\xbb\xbf{}"]) is None  # a BOM: json.loads decides
+    assert parse_schema("a:u8=$.a,h:u8=header:h").extract_packed([b'{"a":1}']) is None
 
 
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])

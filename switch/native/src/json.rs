@@ -29,6 +29,32 @@ pub enum Leaf {
     Str(Vec<u8>),
 }
 
+/// The slot value `shim/schema.py` `_json_leaf` gives a leaf for a field of `width` bits
+/// (a string field: width / 8 ASCII bytes, space-padded on the right, big-endian); None
+/// for a miss.
+pub fn slot_value(leaf: &Leaf, is_string: bool, width: u32) -> Option<u64> {
+    match (leaf, is_string) {
+        (Leaf::Int(v), false) => (width >= 64 || *v < 1u64 << width).then_some(*v),
+        (Leaf::Str(b), true) => {
+            let size = (width / 8) as usize;
+            if b.len() > size || !b.is_ascii() {
+                return None;
+            }
+            Some(
+                b.iter()
+                    .chain(std::iter::repeat_n(&b' ', size - b.len()))
+                    .fold(0u64, |acc, &c| (acc << 8) | c as u64),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// A missing field's value: 0, or spaces for a string.
+pub fn zero_value(is_string: bool, width: u32) -> u64 {
+    slot_value(&Leaf::Str(Vec::new()), is_string, width).unwrap_or(0)
+}
+
 pub enum Leaves {
     Found(Vec<Leaf>),
     Invalid,
@@ -455,5 +481,18 @@ mod tests {
         assert!(run(r#"{"n":1,}"#, &paths).is_none());
         assert!(run(r#"{"n":01}"#, &paths).is_none());
         assert!(run("{\"n\":\"\t\"}", &paths).is_none());
+    }
+
+    #[test]
+    fn slot_values_as_the_schema_reads_them() {
+        assert_eq!(slot_value(&Leaf::Int(255), false, 8), Some(255));
+        assert_eq!(slot_value(&Leaf::Int(256), false, 8), None);
+        assert_eq!(slot_value(&Leaf::Int(u64::MAX), false, 64), Some(u64::MAX));
+        assert_eq!(slot_value(&Leaf::Int(1), true, 8), None);
+        assert_eq!(slot_value(&Leaf::Str(b"ab".to_vec()), true, 24), Some(0x616220));
+        assert_eq!(slot_value(&Leaf::Str(b"abcd".to_vec()), true, 24), None);
+        assert_eq!(slot_value(&Leaf::Str(b"a".to_vec()), false, 8), None);
+        assert_eq!(zero_value(true, 16), 0x2020);
+        assert_eq!(zero_value(false, 16), 0);
     }
 }

@@ -12,12 +12,14 @@
 mod headers;
 mod json;
 mod records;
+mod reframe;
 mod switch;
 mod tables;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::PyTypeInfo;
 use pyo3::{ffi, intern};
 
 use crate::switch::{Copy, Plan};
@@ -244,6 +246,18 @@ fn check_records(py: Python<'_>, body: &[u8], record_count: i64) -> Option<bool>
     })
 }
 
+/// The fields of shim's `Record`, in its order.
+fn record_fields(py: Python<'_>) -> [&Bound<'_, PyString>; 6] {
+    [
+        intern!(py, "offset"),
+        intern!(py, "timestamp"),
+        intern!(py, "key"),
+        intern!(py, "value"),
+        intern!(py, "headers"),
+        intern!(py, "attributes"),
+    ]
+}
+
 fn bytes_or_none<'py>(
     py: Python<'py>,
     body: &[u8],
@@ -279,14 +293,7 @@ fn decode_records<'py>(
         .import("builtins")?
         .getattr("object")?
         .getattr("__new__")?;
-    let names = [
-        intern!(py, "offset"),
-        intern!(py, "timestamp"),
-        intern!(py, "key"),
-        intern!(py, "value"),
-        intern!(py, "headers"),
-        intern!(py, "attributes"),
-    ];
+    let names = record_fields(py);
     let empty = PyTuple::empty(py);
     let mut out = Vec::with_capacity(spans.len());
     for s in &spans {
@@ -368,6 +375,66 @@ impl JsonPaths {
         Ok(JsonPaths { paths })
     }
 
+    /// The slot values of many record values, when every field of the schema is one of
+    /// these paths: `fields` holds per path (slot, is_string, width in bits). Returns the
+    /// slots packed (eight u64 LE per value) and [(path index, misses)] in the order the
+    /// paths first missed, as `Schema.extract` record by record would fill them (a miss
+    /// gets the zero value: 0, or spaces); None when a value is neither bytes nor None or
+    /// `json.loads` must decide, so the caller runs `Schema.extract`.
+    #[allow(clippy::type_complexity)]
+    fn slots<'py>(
+        &self,
+        py: Python<'py>,
+        values: Vec<Bound<'py, PyAny>>,
+        fields: Vec<(usize, bool, u32)>,
+    ) -> PyResult<Option<(Bound<'py, PyBytes>, Vec<(usize, u64)>)>> {
+        if fields.len() != self.paths.len()
+            || fields.iter().any(|&(slot, s, w)| slot >= 8 || w == 0 || w > 64 || (s && w % 8 != 0))
+        {
+            return Ok(None);
+        }
+        let mut raw: Vec<Option<&[u8]>> = Vec::with_capacity(values.len());
+        for v in &values {
+            if v.is_none() {
+                raw.push(None);
+            } else if let Ok(b) = v.cast_exact::<PyBytes>() {
+                raw.push(Some(b.as_bytes()));
+            } else {
+                return Ok(None);
+            }
+        }
+        let paths = &self.paths;
+        let got = py.detach(|| {
+            let mut out = Vec::with_capacity(64 * raw.len());
+            let mut misses: Vec<(usize, u64)> = Vec::new();
+            for value in &raw {
+                let leaves = match value.map(|v| json::extract(v, paths)) {
+                    Some(json::Leaves::Defer) => return None,
+                    Some(json::Leaves::Found(v)) => v,
+                    _ => vec![json::Leaf::Missing; paths.len()],
+                };
+                let mut slots = [0u64; 8];
+                for (i, (&(slot, is_string, width), leaf)) in fields.iter().zip(&leaves).enumerate() {
+                    slots[slot] = match json::slot_value(leaf, is_string, width) {
+                        Some(v) => v,
+                        None => {
+                            match misses.iter_mut().find(|(p, _)| *p == i) {
+                                Some((_, n)) => *n += 1,
+                                None => misses.push((i, 1)),
+                            }
+                            json::zero_value(is_string, width)
+                        }
+                    };
+                }
+                for v in slots {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            Some((out, misses))
+        });
+        Ok(got.map(|(out, misses)| (PyBytes::new(py, &out), misses)))
+    }
+
     fn extract<'py>(&self, py: Python<'py>, value: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
         let leaves = match json::extract(value, &self.paths) {
             json::Leaves::Defer => return Ok(None),
@@ -388,11 +455,200 @@ impl JsonPaths {
     }
 }
 
+/// `reframe.packets` for many records at once: (frames packed, u32 LE length per frame, u32
+/// LE record index per frame), or None when the reference must run (see src/reframe.rs).
+/// `slots`: per record a sequence of eight ints, or eight u64 LE per record packed in one
+/// bytes (`Schema.extract_packed`), or None for all zero; `template`: the reference framer's
+/// frame around an empty payload.
+#[pyfunction]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn frame_records<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    slots: &Bound<'py, PyAny>,
+    topic: &Bound<'py, PyAny>,
+    partition: &Bound<'py, PyAny>,
+    shift: &Bound<'py, PyAny>,
+    template: &[u8],
+    fragment: usize,
+) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+    let (Ok(topic), Ok(partition), Ok(shift)) =
+        (topic.extract::<u32>(), partition.extract::<u32>(), shift.extract::<i64>())
+    else {
+        return Ok(None);
+    };
+    let Some(mut framer) = reframe::Framer::new(template, fragment) else {
+        return Ok(None);
+    };
+    let records: Vec<Bound<'py, PyAny>> = match records.try_iter() {
+        Ok(it) => it.collect::<PyResult<_>>()?,
+        Err(_) => return Ok(None),
+    };
+    let slots: Option<Vec<[u64; 8]>> = if slots.is_none() {
+        None
+    } else if let Ok(packed) = slots.cast_exact::<PyBytes>() {
+        let packed = packed.as_bytes();
+        if packed.len() != 64 * records.len() {
+            return Ok(None);
+        }
+        Some(
+            packed
+                .chunks_exact(64)
+                .map(|c| std::array::from_fn(|k| u64::from_le_bytes(c[8 * k..8 * k + 8].try_into().unwrap())))
+                .collect(),
+        )
+    } else {
+        match slots.extract::<Vec<[u64; 8]>>() {
+            Ok(v) if v.len() == records.len() => Some(v),
+            _ => return Ok(None),
+        }
+    };
+    let names = &record_fields(py)[..5];
+    // Buffers kept between calls, as `Switch.process_packed` keeps its own: fresh
+    // multi-megabyte vectors each batch cost page faults and regrowth copies.
+    thread_local! {
+        static BUFS: std::cell::RefCell<[Vec<u8>; 3]> = const { std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new()]) };
+    }
+    // Taken out while in use: a record's attribute could run Python that frames too.
+    let [mut buf, mut lengths, mut owner] = BUFS.with_borrow_mut(std::mem::take);
+    buf.clear();
+    lengths.clear();
+    owner.clear();
+    let done = frame_all(
+        &records,
+        slots.as_deref(),
+        names,
+        shift,
+        (topic, partition),
+        &mut framer,
+        [&mut buf, &mut lengths, &mut owner],
+    )?;
+    let result = done.then(|| {
+        (
+            PyBytes::new(py, &buf),
+            PyBytes::new(py, &lengths),
+            PyBytes::new(py, &owner),
+        )
+    });
+    BUFS.with_borrow_mut(|b| *b = [buf, lengths, owner]);
+    Ok(result)
+}
+
+/// `frame_records`' loop: false when the reference must run.
+fn frame_all(
+    records: &[Bound<'_, PyAny>],
+    slots: Option<&[[u64; 8]]>,
+    names: &[&Bound<'_, PyString>],
+    shift: i64,
+    (topic, partition): (u32, u32),
+    framer: &mut reframe::Framer,
+    [buf, lengths, owner]: [&mut Vec<u8>; 3],
+) -> PyResult<bool> {
+    let zero = [0u64; 8];
+    for (j, r) in records.iter().enumerate() {
+        let mut got = Vec::with_capacity(7);
+        for n in names.iter() {
+            got.push(r.getattr(n)?);
+        }
+        // the header pairs' items after the five fields, so `parts` can borrow them all
+        let Ok(headers) = got[4].cast_exact::<PyTuple>() else {
+            return Ok(false);
+        };
+        let mut items = Vec::with_capacity(2 * headers.len());
+        for h in headers.iter() {
+            match h.cast_exact::<PyTuple>() {
+                Ok(pair) if pair.len() == 2 => {
+                    items.push(pair.get_item(0)?);
+                    items.push(pair.get_item(1)?);
+                }
+                _ => return Ok(false),
+            }
+        }
+        got.extend(items);
+        let Some(rec) = parts(&got, shift) else {
+            return Ok(false);
+        };
+        let s: &[u64; 8] = match &slots {
+            Some(v) => &v[j],
+            None => &zero,
+        };
+        let Some(n) = framer.frame(topic, partition, &rec, s, buf, lengths) else {
+            return Ok(false);
+        };
+        for _ in 0..n {
+            owner.extend_from_slice(&(j as u32).to_le_bytes());
+        }
+    }
+    Ok(true)
+}
+
+/// offset, timestamp, key, value, headers, then each header's name and value, of a record
+/// (see `frame_records`).
+fn parts<'a>(got: &'a [Bound<'_, PyAny>], shift: i64) -> Option<reframe::Rec<'a>> {
+    fn blob<'a>(v: &'a Bound<'_, PyAny>) -> Option<Option<&'a [u8]>> {
+        if v.is_none() {
+            return Some(None);
+        }
+        Some(Some(v.cast_exact::<PyBytes>().ok()?.as_bytes()))
+    }
+    if !PyInt::is_exact_type_of(&got[0]) || !PyInt::is_exact_type_of(&got[1]) {
+        return None;
+    }
+    let offset = got[0].extract::<i64>().ok()?.checked_add(shift)?;
+    let offset = u64::try_from(offset).ok()?;
+    let timestamp = got[1].extract::<i64>().ok()?;
+    let mut hs = Vec::with_capacity((got.len() - 5) / 2);
+    for pair in got[5..].chunks_exact(2) {
+        let name = pair[0].cast_exact::<PyString>().ok()?.to_str().ok()?;
+        hs.push((name.as_bytes(), blob(&pair[1])?));
+    }
+    Some(reframe::Rec {
+        offset,
+        timestamp,
+        key: blob(&got[2])?,
+        value: blob(&got[3])?,
+        headers: hs,
+    })
+}
+
+/// The receiving side of a framed batch through `Switch.process_packed`: ([(port, copies)]
+/// in the order ports first got one, [(port, record index)] the `log` ports received whole,
+/// or None when the reference must reassemble). See src/reframe.rs `tally`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn tally_copies(
+    py: Python<'_>,
+    frames_buf: &[u8],
+    lengths: &[u8],
+    owner: &[u8],
+    out: &[u8],
+    copies: &[u8],
+    log: Vec<u32>,
+    max_record: u32,
+) -> PyResult<(Vec<(u32, u64)>, Option<Vec<(u32, u32)>>)> {
+    let input = frames(frames_buf, lengths)?;
+    let mut starts = Vec::with_capacity(input.len() + 1);
+    let mut pos = 0usize;
+    for f in &input {
+        starts.push(pos);
+        pos += f.len();
+    }
+    starts.push(pos);
+    let owner: Vec<u32> = owner
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let t = py.detach(|| reframe::tally(frames_buf, &starts, &owner, out, copies, &log, max_record));
+    Ok((t.counts, t.deliveries))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Switch>()?;
     m.add_class::<JsonPaths>()?;
     m.add_function(wrap_pyfunction!(check_records, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(frame_records, m)?)?;
+    m.add_function(wrap_pyfunction!(tally_copies, m)?)?;
     Ok(())
 }
