@@ -24,9 +24,10 @@ from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_res
 
 log = logging.getLogger("camus.server")
 TICK_SECONDS = 0.25
+FLUSH_BYTES = 1 << 20  # answers held back to leave together, at most
 
 
-async def _answer(ctx: Context, request):
+async def _answer(ctx: Context, request, flush):
     handler = HANDLERS.get(request.api.name)
     if handler is None:
         log.warning("no handler for %s v%d", request.api.name, request.api_version)
@@ -34,6 +35,7 @@ async def _answer(ctx: Context, request):
     try:
         result = handler(ctx, request)
         if inspect.isawaitable(result):
+            await flush()  # it may park (a long-poll, a join): earlier answers go out first
             result = await result
         return result
     except Exception:
@@ -52,6 +54,19 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
     peer = writer.get_extra_info("peername") or ("?", 0)
     ctx = Context(broker, peer[0])
     conn = ServerConnection()
+    # Answers to requests that arrived together (a client pipelines them: librdkafka sends
+    # one ListOffsets per partition at once) leave together, in one write. A client that
+    # gets them one segment at a time acts on the first alone: librdkafka then sends a
+    # Fetch naming only that partition, and when it has nothing new that Fetch long-polls
+    # for fetch.wait.max.ms before the other partitions are asked for.
+    pending: list[bytes] = []
+
+    async def flush() -> None:
+        if pending:
+            writer.write(b"".join(pending))
+            pending.clear()
+            await writer.drain()
+
     try:
         while True:
             data = await reader.read(1 << 16)
@@ -64,17 +79,21 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                 except ProtocolError as exc:
                     log.warning("client %s:%s: %s (%s)", peer[0], peer[1], exc, exc.error_code.name)
                     if exc.response is None:
+                        await flush()
                         return
-                    writer.write(exc.response)
+                    pending.append(exc.response)
                     continue
                 if request is None:
                     break
-                response = await _answer(ctx, request)
+                response = await _answer(ctx, request, flush)
                 if response is None:
+                    await flush()
                     return
                 if request.expects_response:
-                    writer.write(encode_response(request, response))
-                    await writer.drain()
+                    pending.append(encode_response(request, response))
+                    if sum(map(len, pending)) > FLUSH_BYTES:  # big answers (fetches) need no company
+                        await flush()
+            await flush()
     except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
         pass  # the client left, or the server is shutting down
     finally:

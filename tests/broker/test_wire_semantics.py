@@ -3,6 +3,7 @@ Fetch long-poll timing, ListOffsets, DescribeCluster, topic ids. Raw requests, r
 
 from __future__ import annotations
 
+import struct
 import time
 
 from shim.protocol.records import Record, encode_batch
@@ -28,6 +29,17 @@ def create_topic(s, name, partitions=1, configs=()):
 def produce(s, topic, batch, acks=-1, correlation_id=7):
     return call(s, 0, 9, correlation_id, transactional_id=None, acks=acks, timeout=5000,
                 topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": batch}]}])
+
+
+def fetch_request(topic, max_wait, correlation_id=7):
+    """Fetch v12 of partition 0 from offset 0, holding up to `max_wait` ms for one byte."""
+    return request(1, 12, correlation_id, replica_id=-1, max_wait=max_wait, min_bytes=1,
+                   max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                       {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                        "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                        "log_start_offset": -1,
+                                                        "partition_max_bytes": 1 << 20}]}],
+                   forgotten_topics_data=[], rack_id="")
 
 
 def idem_batch(pid, epoch, seq, n, first_value=0):
@@ -86,13 +98,8 @@ def test_view_is_read_only_and_fetch_long_polls(broker):
     refused = produce(s, view, encode_batch([Record(0, 1, None, b"\x07")]))
     assert refused.responses[0].partition_responses[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
     t0 = time.monotonic()
-    fetched = call(s, 1, 12, replica_id=-1, max_wait=400, min_bytes=1, max_bytes=1 << 20,
-                   isolation_level=0, session_id=0, session_epoch=-1, topics=[
-                       {"topic": view, "partitions": [{"partition": 0, "current_leader_epoch": -1,
-                                                       "fetch_offset": 0, "last_fetched_epoch": -1,
-                                                       "log_start_offset": -1,
-                                                       "partition_max_bytes": 1 << 20}]}],
-                   forgotten_topics_data=[], rack_id="")
+    s.sendall(fetch_request(view, max_wait=400))
+    fetched = decode_response(1, 12, read_frame(s))[1]
     waited = time.monotonic() - t0
     assert 0.35 <= waited < 3, waited  # held for max_wait, then answered empty
     assert fetched.responses[0].partitions[0].records in (b"", None)
@@ -124,4 +131,46 @@ def test_idempotent_state_is_rebuilt_from_the_log_after_a_restart(camus_server, 
     fresh = call(s, 22, 4, transactional_id=None, transaction_timeout=60000, producer_id=-1,
                  producer_epoch=-1)
     assert fresh.producer_id != pid  # ids are not handed out twice
+    s.close()
+
+
+def list_offsets_request(topic, partition, correlation_id):
+    return request(2, 7, correlation_id, replica_id=-1, isolation_level=0, topics=[
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                        "timestamp": -2}]}])
+
+
+def test_pipelined_answers_leave_together_and_a_parked_fetch_holds_none_back(broker):
+    # librdkafka sends one ListOffsets per partition at once and acts on the first answer
+    # it reads: answered one segment at a time, it sent a Fetch naming one partition, which
+    # long-polled while the others waited. Answers to requests that arrived together now
+    # leave in one write; a handler that may park (Fetch) first sends what is ready.
+    s = connect(broker)
+    topic = unique("pipe")
+    create_topic(s, topic, 4)
+    s.sendall(b"".join(list_offsets_request(topic, p, 100 + p) for p in range(4)))
+    data = b""
+    while len(data) < 4:
+        data += s.recv(1 << 16)
+    first_read = len(data)
+    frames = []
+    while len(frames) < 4:
+        (size,) = struct.unpack_from(">i", data)
+        while len(data) < 4 + size:
+            data += s.recv(1 << 16)
+        frames.append(data[:4 + size])
+        data = data[4 + size:]
+    assert first_read == sum(map(len, frames))  # all four in the first read
+    assert [decode_response(2, 7, f)[1].topics[0].partitions[0].partition_index
+            for f in frames] == [0, 1, 2, 3]
+
+    fetch = fetch_request(topic, max_wait=1500, correlation_id=200)
+    t0 = time.monotonic()
+    s.sendall(list_offsets_request(topic, 1, 300) + fetch)
+    before = decode_response(2, 7, read_frame(s))
+    answered = time.monotonic() - t0
+    parked = decode_response(1, 12, read_frame(s))
+    held = time.monotonic() - t0
+    assert before[0] == 300 and parked[0] == 200
+    assert answered < 1.0 <= held  # the ListOffsets answer did not wait out the long-poll
     s.close()
