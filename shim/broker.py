@@ -28,7 +28,7 @@ from shim.datapath import DataPath
 from shim.groups import Coordinator, Group, parse_assignment
 from shim.log import PartitionLog
 from shim.producers import Producers
-from shim.protocol.records import Codec, RecordBatch, batch_records, decode_batches, encode_batch
+from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
 from shim.topics import Catalog, Topic, TopicError
 
 log = logging.getLogger("camus.broker")
@@ -187,8 +187,8 @@ class Broker:
                  end: int) -> None:
         out = {}
         if self.datapath.wants(topic.number):  # else nobody is subscribed: skip the switch
-            out = self.datapath.send(topic.number, partition, topic.schema, batch_records(batch),
-                                     shift=base - batch.base_offset)
+            out = self.datapath.send_batch(topic.number, partition, topic.schema, batch,
+                                           shift=base - batch.base_offset)
         for port, got in out.items():
             view = self.view_ports.get(port)
             if view is not None:

@@ -35,7 +35,7 @@ from compiler.ast import Const, Filter
 from compiler.compile import compile_rules
 from controller.diff import diff
 from shim import reframe
-from shim.protocol.records import Record
+from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
 from shim.schema import SLOTS, Schema
 from shim.subscriptions import Subscription, kafka_spec, rules_for
 from switch import dataplane
@@ -176,10 +176,36 @@ class DataPath:
                     counts[port] = counts.get(port, 0) + 1
                     self._receive(port, frame, only, out)
             return out
+        return self._switch_packed(packed, only, lambda js: [records[j] for j in js], shift)
+
+    def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
+                   batch: RecordBatch, shift: int = 0) -> dict[int, list[tuple[int, Record]]]:
+        """`send(..., batch_records(batch), shift=shift)` of a produced batch: with the
+        extension, a batch whose records were left unbuilt is framed from its records
+        section (`reframe.frame_body`) and only the records a view receives are built."""
+        if not self.wants(topic_number) or not batch.record_count:
+            return {}
+        paths = schema.packed_paths() if schema is not None else None
+        packed = None
+        if (reframe._native is not None and hasattr(self.switch, "process_packed")
+                and batch.records is None and (schema is None or paths is not None)):
+            packed = reframe.frame_body(topic_number, partition, batch, paths, shift)
+        if packed is None:
+            return self.send(topic_number, partition, schema, batch_records(batch), shift=shift)
+        *packed, missed = packed
+        if schema is not None:
+            schema.count_misses(missed)
+        self.stats.records_in += batch.record_count
+        return self._switch_packed(packed, None, lambda js: batch_records_at(batch, js), shift)
+
+    def _switch_packed(self, packed, only: int | None, records_at,
+                       shift: int) -> dict[int, list[tuple[int, Record]]]:
+        """Packed frames through the switch; `records_at(indices)`: the sent records."""
         # Native framing (byte-identical to `reframe.packets`), and the copies counted per
         # port without a Python object per packet. A log port's records are the sent records
         # themselves when `tally_copies` finds that it received each one whole, unaltered
         # and in order, which is all reassembly could yield; otherwise it reassembles.
+        out: dict[int, list[tuple[int, Record]]] = {}
         buf, lengths, owner = packed
         self.stats.packets_in += len(lengths) // 4
         copies_buf, copies = self.switch.process_packed(buf, lengths, INGRESS_PORT)
@@ -196,8 +222,7 @@ class DataPath:
         for port, _ in counts:
             if port in logs:
                 self.reassemblers.setdefault(port, reframe.Reassembler())
-        for port, j in got:
-            r = records[j]
+        for (port, _), r in zip(got, records_at([j for _, j in got])):
             offset = r.offset + shift
             out.setdefault(port, []).append(
                 (offset, Record(offset, r.timestamp, r.key, r.value, r.headers)))

@@ -121,6 +121,20 @@ def frame_records(topic_id: int, partition: int, records, slots: list[list[int]]
                                  _framer(addr)(b""), fragment)
 
 
+def frame_body(topic_id: int, partition: int, batch, paths, shift: int = 0,
+               addr: Addressing = Addressing(), fragment: int = DEFAULT_FRAGMENT):
+    """`frame_records` of a batch left unbuilt (`decode_batches(records=False)`), straight
+    from its records section: `batch_records(batch)` framed with `shift`, slots read by
+    `paths` (`Schema.packed_paths()`; None: all 0). (frames, lengths, owner, misses), or
+    None where the caller must build the records and take the `frame_records` path."""
+    if _native is None or batch.body is None or not hasattr(_native, "frame_body"):
+        return None
+    json_paths, fields = paths if paths is not None else (None, [])
+    section = (batch.body, batch.record_count, batch.base_offset, batch.base_timestamp)
+    return _native.frame_body(section, json_paths, fields, topic_id, partition, shift,
+                              _framer(addr)(b""), fragment)
+
+
 @functools.lru_cache(maxsize=16)
 def _framer(a: Addressing) -> Callable[[bytes], bytes]:
     """Ethernet/IPv4/UDP around a payload, for one addressing.

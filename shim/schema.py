@@ -131,10 +131,19 @@ class Schema:
         if got is None:
             return None
         packed, missed = got
+        self.count_misses(missed)
+        return packed
+
+    def packed_paths(self) -> tuple[object, list] | None:
+        """(JsonPaths, fields) for the extension to read every record's slots itself
+        (`reframe.frame_body`), when every field is a JSON path; else None."""
+        return None if self._json_slots is None else (self._json_paths, self._json_slots)
+
+    def count_misses(self, missed: list[tuple[int, int]]) -> None:
+        """Adds the extension's [(field index, records given the zero value)]."""
         for i, n in missed:
             name = self.fields[i].name
             self.misses[name] = self.misses.get(name, 0) + n
-        return packed
 
 
 _UNPARSED = object()

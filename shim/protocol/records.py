@@ -52,6 +52,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "batch_records",
+    "batch_records_at",
     "decode_batches",
     "encode_batch",
     "patch_base_offset",
@@ -238,6 +239,18 @@ def batch_records(batch: RecordBatch) -> tuple[Record, ...]:
     if batch.body is None:
         raise ValueError("only the batch header was read")
     return _decode_records(batch, batch.body)
+
+
+def batch_records_at(batch: RecordBatch, indices: list[int]) -> tuple[Record, ...]:
+    """`batch_records(batch)[j]` for each j of `indices`, building only those records when
+    the batch's records were left unbuilt (a view wants ~1 % of a batch)."""
+    if batch.records is None and batch.body is not None and _native is not None:
+        records = _native.decode_records(batch.body, batch.record_count, batch.base_offset,
+                                         batch.base_timestamp, Record, list(indices))
+        if records is not None:
+            return records
+    records = batch_records(batch)
+    return tuple(records[j] for j in indices)
 
 
 def _decode_records_py(batch: RecordBatch, body: bytes) -> tuple[Record, ...]:

@@ -23,6 +23,7 @@ from shim.protocol.records import (
     Record,
     RecordBatch,
     batch_records,
+    batch_records_at,
     decode_batches,
     encode_batch,
     encode_record,
@@ -256,3 +257,17 @@ def test_without_the_extension_the_reference_does_everything(monkeypatch):
     validate_produce_batch(b)
     assert batch_records(b) == tuple(records)
     assert encode_uvarint(0) == b"\x00"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.builds(Record, offset=st.just(0), timestamp=st.integers(0, 2**40),
+                          key=st.none() | st.binary(max_size=8),
+                          value=st.none() | st.binary(max_size=20),
+                          headers=st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=4)),
+                                           max_size=2).map(tuple)),
+                min_size=1, max_size=10), st.integers(0, 2**40), st.data())
+def test_batch_records_at_builds_the_chosen_records(records, base, data):
+    records = [dataclasses.replace(r, offset=base + i) for i, r in enumerate(records)]
+    [b] = decode_batches(encode_batch(records), records=False)
+    indices = data.draw(st.lists(st.integers(0, len(records) - 1), max_size=12))
+    assert batch_records_at(b, indices) == tuple(batch_records(b)[j] for j in indices)

@@ -14,6 +14,8 @@
 //! Python-specific grammar that is kept: NaN, Infinity, -Infinity are values; a duplicate
 //! key replaces the earlier value (and the subtree a path went through).
 
+use std::borrow::Cow;
+
 /// One step of a path: an object key or a list index.
 pub enum Step {
     Key(Vec<u8>),
@@ -165,7 +167,7 @@ impl<'a> Parser<'a> {
             b'"' => {
                 let (ascii, text) = self.string(ending != 0)?;
                 if ascii && ending != 0 {
-                    Leaf::Str(text)
+                    Leaf::Str(text.into_owned())
                 } else {
                     Leaf::Missing
                 }
@@ -259,9 +261,20 @@ impl<'a> Parser<'a> {
     /// UTF-8 when `keep` (else empty). \u escapes decode as Python's scanner does
     /// (a high surrogate escape followed by a low one joins them); a lone surrogate
     /// makes the string non-ASCII and never equal to a path step.
-    fn string(&mut self, keep: bool) -> R<(bool, Vec<u8>)> {
+    /// The common case, a string without escapes, is borrowed from the value.
+    fn string(&mut self, keep: bool) -> R<(bool, Cow<'a, [u8]>)> {
         let s = self.s;
-        let mut p = self.p + 1;
+        let start = self.p + 1;
+        let plain = s[start..]
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .ok_or(Fail::Invalid)?;
+        if s[start + plain] == b'"' {
+            let text = &s[start..start + plain];
+            self.p = start + plain + 1;
+            return Ok((text.is_ascii(), Cow::Borrowed(if keep { text } else { &[] })));
+        }
+        let mut p = start;
         let mut ascii = true;
         let mut out = Vec::new();
         loop {
@@ -322,7 +335,7 @@ impl<'a> Parser<'a> {
             }
         }
         self.p = p + 1;
-        Ok((ascii, out))
+        Ok((ascii, Cow::Owned(out)))
     }
 
     /// Past the opening bracket; true when `close` follows at once (an empty container).
@@ -358,7 +371,7 @@ impl<'a> Parser<'a> {
             // Which active paths take this key as their next step.
             let next = if active != 0 {
                 let (_, key) = self.string(true)?;
-                self.taking(active, depth, |s| matches!(s, Step::Key(k) if *k == key))
+                self.taking(active, depth, |s| matches!(s, Step::Key(k) if **k == *key))
             } else {
                 self.string(false)?;
                 0

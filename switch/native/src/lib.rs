@@ -272,7 +272,10 @@ fn bytes_or_none<'py>(
 /// Decode a batch's (decompressed) records section into a tuple of `cls` (shim's `Record`:
 /// offset, timestamp, key, value, headers, attributes), or None when the Python reference
 /// must decide (see `check_records`).
+/// `only`: build just these records (by index, in this order), as
+/// `batch_records_at` wants them for the few a view receives.
 #[pyfunction]
+#[pyo3(signature = (body, record_count, base_offset, base_timestamp, cls, only=None))]
 fn decode_records<'py>(
     py: Python<'py>,
     body: &[u8],
@@ -280,6 +283,7 @@ fn decode_records<'py>(
     base_offset: i64,
     base_timestamp: i64,
     cls: &Bound<'py, PyAny>,
+    only: Option<Vec<usize>>,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let (mut spans, mut headers) = (Vec::new(), Vec::new());
     if !py.detach(|| records::scan(body, record_count, &mut spans, &mut headers)) {
@@ -295,8 +299,15 @@ fn decode_records<'py>(
         .getattr("__new__")?;
     let names = record_fields(py);
     let empty = PyTuple::empty(py);
-    let mut out = Vec::with_capacity(spans.len());
-    for s in &spans {
+    let chosen: Vec<&records::Span> = match &only {
+        None => spans.iter().collect(),
+        Some(idx) => match idx.iter().map(|&j| spans.get(j)).collect::<Option<_>>() {
+            Some(v) => v,
+            None => return Ok(None), // an index past the batch: the caller's reference raises
+        },
+    };
+    let mut out = Vec::with_capacity(chosen.len());
+    for s in chosen {
         let (Some(offset), Some(timestamp)) = (
             base_offset.checked_add(s.off_delta),
             base_timestamp.checked_add(s.ts_delta),
@@ -388,9 +399,7 @@ impl JsonPaths {
         values: Vec<Bound<'py, PyAny>>,
         fields: Vec<(usize, bool, u32)>,
     ) -> PyResult<Option<(Bound<'py, PyBytes>, Vec<(usize, u64)>)>> {
-        if fields.len() != self.paths.len()
-            || fields.iter().any(|&(slot, s, w)| slot >= 8 || w == 0 || w > 64 || (s && w % 8 != 0))
-        {
+        if !self.fields_fit(&fields) {
             return Ok(None);
         }
         let mut raw: Vec<Option<&[u8]>> = Vec::with_capacity(values.len());
@@ -403,35 +412,7 @@ impl JsonPaths {
                 return Ok(None);
             }
         }
-        let paths = &self.paths;
-        let got = py.detach(|| {
-            let mut out = Vec::with_capacity(64 * raw.len());
-            let mut misses: Vec<(usize, u64)> = Vec::new();
-            for value in &raw {
-                let leaves = match value.map(|v| json::extract(v, paths)) {
-                    Some(json::Leaves::Defer) => return None,
-                    Some(json::Leaves::Found(v)) => v,
-                    _ => vec![json::Leaf::Missing; paths.len()],
-                };
-                let mut slots = [0u64; 8];
-                for (i, (&(slot, is_string, width), leaf)) in fields.iter().zip(&leaves).enumerate() {
-                    slots[slot] = match json::slot_value(leaf, is_string, width) {
-                        Some(v) => v,
-                        None => {
-                            match misses.iter_mut().find(|(p, _)| *p == i) {
-                                Some((_, n)) => *n += 1,
-                                None => misses.push((i, 1)),
-                            }
-                            json::zero_value(is_string, width)
-                        }
-                    };
-                }
-                for v in slots {
-                    out.extend_from_slice(&v.to_le_bytes());
-                }
-            }
-            Some((out, misses))
-        });
+        let got = py.detach(|| self.packed_slots(raw.iter().copied(), raw.len(), &fields));
         Ok(got.map(|(out, misses)| (PyBytes::new(py, &out), misses)))
     }
 
@@ -455,6 +436,76 @@ impl JsonPaths {
     }
 }
 
+impl JsonPaths {
+    /// Whether `fields` (per path: slot, is_string, width in bits) is one `slots` can fill.
+    fn fields_fit(&self, fields: &[(usize, bool, u32)]) -> bool {
+        fields.len() == self.paths.len()
+            && !fields.iter().any(|&(slot, s, w)| slot >= 8 || w == 0 || w > 64 || (s && w % 8 != 0))
+    }
+
+    /// `slots`' work on `n` values: eight u64 LE per value and the misses per path, or None
+    /// when `json.loads` must decide.
+    #[allow(clippy::type_complexity)]
+    fn packed_slots<'a>(
+        &self,
+        values: impl Iterator<Item = Option<&'a [u8]>>,
+        n: usize,
+        fields: &[(usize, bool, u32)],
+    ) -> Option<(Vec<u8>, Vec<(usize, u64)>)> {
+        let paths = &self.paths;
+        let mut out = Vec::with_capacity(64 * n);
+        let mut misses: Vec<(usize, u64)> = Vec::new();
+        for value in values {
+            let leaves = match value.map(|v| json::extract(v, paths)) {
+                Some(json::Leaves::Defer) => return None,
+                Some(json::Leaves::Found(v)) => v,
+                _ => vec![json::Leaf::Missing; paths.len()],
+            };
+            let mut slots = [0u64; 8];
+            for (i, (&(slot, is_string, width), leaf)) in fields.iter().zip(&leaves).enumerate() {
+                slots[slot] = match json::slot_value(leaf, is_string, width) {
+                    Some(v) => v,
+                    None => {
+                        match misses.iter_mut().find(|(p, _)| *p == i) {
+                            Some((_, n)) => *n += 1,
+                            None => misses.push((i, 1)),
+                        }
+                        json::zero_value(is_string, width)
+                    }
+                };
+            }
+            for v in slots {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        Some((out, misses))
+    }
+}
+
+// Framing buffers kept between calls, as `Switch.process_packed` keeps its own: fresh
+// multi-megabyte vectors each batch cost page faults and regrowth copies. Taken out while
+// in use (`std::mem::take`): a record's attribute could run Python that frames too.
+thread_local! {
+    static BUFS: std::cell::RefCell<[Vec<u8>; 3]> = const { std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new()]) };
+}
+
+/// The framing calls' common arguments read as the reference's struct fields hold them
+/// (topic and partition u32, shift i64) and their framer; None when the reference decides.
+fn framing(
+    topic: &Bound<'_, PyAny>,
+    partition: &Bound<'_, PyAny>,
+    shift: &Bound<'_, PyAny>,
+    template: &[u8],
+    fragment: usize,
+) -> Option<(u32, u32, i64, reframe::Framer)> {
+    Some((
+        topic.extract::<u32>().ok()?,
+        partition.extract::<u32>().ok()?,
+        shift.extract::<i64>().ok()?,
+        reframe::Framer::new(template, fragment)?,
+    ))
+}
+
 /// `reframe.packets` for many records at once: (frames packed, u32 LE length per frame, u32
 /// LE record index per frame), or None when the reference must run (see src/reframe.rs).
 /// `slots`: per record a sequence of eight ints, or eight u64 LE per record packed in one
@@ -472,12 +523,9 @@ fn frame_records<'py>(
     template: &[u8],
     fragment: usize,
 ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
-    let (Ok(topic), Ok(partition), Ok(shift)) =
-        (topic.extract::<u32>(), partition.extract::<u32>(), shift.extract::<i64>())
+    let Some((topic, partition, shift, mut framer)) =
+        framing(topic, partition, shift, template, fragment)
     else {
-        return Ok(None);
-    };
-    let Some(mut framer) = reframe::Framer::new(template, fragment) else {
         return Ok(None);
     };
     let records: Vec<Bound<'py, PyAny>> = match records.try_iter() {
@@ -504,12 +552,6 @@ fn frame_records<'py>(
         }
     };
     let names = &record_fields(py)[..5];
-    // Buffers kept between calls, as `Switch.process_packed` keeps its own: fresh
-    // multi-megabyte vectors each batch cost page faults and regrowth copies.
-    thread_local! {
-        static BUFS: std::cell::RefCell<[Vec<u8>; 3]> = const { std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new()]) };
-    }
-    // Taken out while in use: a record's attribute could run Python that frames too.
     let [mut buf, mut lengths, mut owner] = BUFS.with_borrow_mut(std::mem::take);
     buf.clear();
     lengths.clear();
@@ -528,6 +570,89 @@ fn frame_records<'py>(
             PyBytes::new(py, &buf),
             PyBytes::new(py, &lengths),
             PyBytes::new(py, &owner),
+        )
+    });
+    BUFS.with_borrow_mut(|b| *b = [buf, lengths, owner]);
+    Ok(result)
+}
+
+/// `frame_records` straight from a batch's (decompressed) records section, without a
+/// `Record` object per record: the records `decode_records(*section)` would build (section:
+/// body, record_count, base_offset, base_timestamp), numbered `offset + shift`, their slots read by `paths`
+/// (`JsonPaths.slots` with `fields`; None: all 0). (frames, lengths, owner, misses as
+/// `slots` counts them), or None when `decode_records`, `JsonPaths.slots` or the framing
+/// would defer; then the caller runs that path (and counts no misses from here).
+#[pyfunction]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn frame_body<'py>(
+    py: Python<'py>,
+    section: (Bound<'py, PyBytes>, i64, i64, i64),
+    paths: Option<PyRef<'py, JsonPaths>>,
+    fields: Vec<(usize, bool, u32)>,
+    topic: &Bound<'py, PyAny>,
+    partition: &Bound<'py, PyAny>,
+    shift: &Bound<'py, PyAny>,
+    template: &[u8],
+    fragment: usize,
+) -> PyResult<
+    Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Vec<(usize, u64)>)>,
+> {
+    let Some((topic, partition, shift, mut framer)) =
+        framing(topic, partition, shift, template, fragment)
+    else {
+        return Ok(None);
+    };
+    if paths.as_ref().is_some_and(|p| !p.fields_fit(&fields)) {
+        return Ok(None);
+    }
+    let paths = paths.as_deref();
+    let (body, record_count, base_offset, base_timestamp) = section;
+    let body = body.as_bytes();
+    let [mut buf, mut lengths, mut owner] = BUFS.with_borrow_mut(std::mem::take);
+    let got = py.detach(|| {
+        buf.clear();
+        lengths.clear();
+        owner.clear();
+        let (mut spans, mut headers) = (Vec::new(), Vec::new());
+        if !records::scan(body, record_count, &mut spans, &mut headers) {
+            return None;
+        }
+        let part = |p: Option<(usize, usize)>| p.map(|(s, n)| &body[s..s + n]);
+        let (slots, misses) = match paths {
+            None => (Vec::new(), Vec::new()),
+            Some(p) => p.packed_slots(spans.iter().map(|s| part(s.value)), spans.len(), &fields)?,
+        };
+        for (j, s) in spans.iter().enumerate() {
+            // the reference's unbounded ints: offset + shift must fit the header's u64, the
+            // timestamp its i64
+            let offset = base_offset as i128 + s.off_delta as i128 + shift as i128;
+            let rec = reframe::Rec {
+                offset: u64::try_from(offset).ok()?,
+                timestamp: base_timestamp.checked_add(s.ts_delta)?,
+                key: part(s.key),
+                value: part(s.value),
+                headers: headers[s.headers.0..s.headers.0 + s.headers.1]
+                    .iter()
+                    .map(|h| (&body[h.key.0..h.key.0 + h.key.1], part(h.value)))
+                    .collect(),
+            };
+            let slot: [u64; 8] = match slots.get(64 * j..64 * j + 64) {
+                Some(c) => std::array::from_fn(|k| u64::from_le_bytes(c[8 * k..8 * k + 8].try_into().unwrap())),
+                None => [0; 8],
+            };
+            let n = framer.frame(topic, partition, &rec, &slot, &mut buf, &mut lengths)?;
+            for _ in 0..n {
+                owner.extend_from_slice(&(j as u32).to_le_bytes());
+            }
+        }
+        Some(misses)
+    });
+    let result = got.map(|misses| {
+        (
+            PyBytes::new(py, &buf),
+            PyBytes::new(py, &lengths),
+            PyBytes::new(py, &owner),
+            misses,
         )
     });
     BUFS.with_borrow_mut(|b| *b = [buf, lengths, owner]);
@@ -649,6 +774,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_records, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(frame_records, m)?)?;
+    m.add_function(wrap_pyfunction!(frame_body, m)?)?;
     m.add_function(wrap_pyfunction!(tally_copies, m)?)?;
     Ok(())
 }
