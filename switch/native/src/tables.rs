@@ -86,7 +86,7 @@ const LINEAR_FENCE: usize = 64; // beyond this many blocks, bisect the fence ins
 
 /// Ask for the cache line holding `x` ahead of its use (a hint only: no effect on results).
 #[inline(always)]
-fn prefetch<T>(x: *const T) {
+pub fn prefetch<T>(x: *const T) {
     #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(x as *const i8);
