@@ -27,12 +27,17 @@ import sys
 import time
 from pathlib import Path
 
-from compiler.compile import compile_text
-from switch.dataplane import load
-from switch.native_dataplane import pack
-from switch.packet import mold_payload, udp_frame
-
 ROOT = Path(__file__).resolve().parents[1]
+# Measure this checkout's switch and compiler: run as a script, the bench/ directory is first
+# on the path, and `switch` would otherwise come from wherever camus is installed (an editable
+# install of another worktree, say).
+sys.path.insert(0, str(ROOT))
+
+from compiler.compile import compile_text  # noqa: E402
+from switch.dataplane import load  # noqa: E402
+from switch.native_dataplane import pack  # noqa: E402
+from switch.packet import mold_payload, udp_frame  # noqa: E402
+
 SPEC = (ROOT / "p4" / "itch" / "itch.p4").read_text()
 SYMBOLS = [f"SYM{i:03d}" for i in range(100)]
 HOSTS = 200

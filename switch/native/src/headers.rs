@@ -23,35 +23,46 @@ pub struct Extractor {
     nbytes: usize,
     shift: u32,
     mask: u64,
+    /// The 8-byte big-endian window read when the field fits one: it starts at `window`
+    /// (ending at the field's last byte, or at byte 8 for a field nearer the start) and the
+    /// field is `window_shift` bits up from its low end.
+    window: usize,
+    window_shift: u32,
 }
 
 impl Extractor {
     pub fn new(f: &PlanField) -> Extractor {
         let first = (f.bit_offset / 8) as usize;
         let end = (f.bit_offset + f.width).div_ceil(8) as usize;
+        let shift = (end * 8) as u32 - f.bit_offset - f.width;
+        let window = end.saturating_sub(8);
         Extractor {
             first,
             nbytes: end - first,
-            shift: (end * 8) as u32 - f.bit_offset - f.width,
+            shift,
             mask: if f.width >= 64 {
                 u64::MAX
             } else {
                 (1u64 << f.width) - 1
             },
+            window,
+            window_shift: ((window + 8 - end) * 8) as u32 + shift,
         }
     }
 
     /// The field's value; `msg` is at least message_bytes long, which covers the field.
     #[inline(always)]
     pub fn get(&self, msg: &[u8]) -> u64 {
+        if self.nbytes <= 8 && msg.len() >= self.window + 8 {
+            // One load, one shift, one mask (a byte loop with u128 shifts was a tenth of
+            // the classification time).
+            let w = u64::from_be_bytes(msg[self.window..self.window + 8].try_into().unwrap());
+            return (w >> self.window_shift) & self.mask;
+        }
         let bytes = &msg[self.first..self.first + self.nbytes];
         let mut raw: u128 = 0;
-        if self.nbytes == 8 {
-            raw = u64::from_be_bytes(bytes.try_into().unwrap()) as u128;
-        } else {
-            for &b in bytes {
-                raw = (raw << 8) | b as u128;
-            }
+        for &b in bytes {
+            raw = (raw << 8) | b as u128;
         }
         ((raw >> self.shift) as u64) & self.mask
     }
@@ -142,4 +153,26 @@ pub fn parse(frame: &[u8], max_frame: usize) -> Parsed {
         end: l4 + ulen,
         dport: be16(frame, l4 + 2) as u16,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extractor_agrees_with_bit_by_bit_reading() {
+        let bytes: Vec<u8> = (0..40u32).map(|i| (i * 73 + 19) as u8 ^ 0xA5).collect();
+        let bit = |i: u32| ((bytes[(i / 8) as usize] >> (7 - i % 8)) & 1) as u64;
+        for bit_offset in 0..80u32 {
+            for width in 1..=64u32 {
+                let end = (bit_offset + width).div_ceil(8) as usize;
+                let want = (bit_offset..bit_offset + width).fold(0u64, |v, i| (v << 1) | bit(i));
+                let e = Extractor::new(&PlanField { bit_offset, width });
+                // Messages from exactly covering the field (no room for a window) to longer.
+                for len in end..(end + 9).min(bytes.len()) {
+                    assert_eq!(e.get(&bytes[..len]), want, "offset={bit_offset} width={width} len={len}");
+                }
+            }
+        }
+    }
 }

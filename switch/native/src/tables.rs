@@ -43,6 +43,27 @@ impl Action {
     }
 }
 
+/// A range table's key type: u32 for fields of at most 32 bits (half the cache lines of
+/// u64 per interval searched), u64 otherwise.
+pub trait Key: Copy + Ord + Default {
+    /// The value as a key; `None` if it does not fit (then it is above every interval).
+    fn of(v: u64) -> Option<Self>;
+}
+
+impl Key for u32 {
+    #[inline(always)]
+    fn of(v: u64) -> Option<u32> {
+        u32::try_from(v).ok()
+    }
+}
+
+impl Key for u64 {
+    #[inline(always)]
+    fn of(v: u64) -> Option<u64> {
+        Some(v)
+    }
+}
+
 /// Sorted disjoint inclusive intervals of one state.
 ///
 /// Lookups find the last interval starting at or below the value. A plain binary search
@@ -51,11 +72,11 @@ impl Action {
 /// `fence`: a lookup counts the fence entries at or below the value (a short, branch-free
 /// scan), then counts within one block. Both scans issue independent loads.
 #[derive(Default)]
-pub struct RangeSet {
-    los: Vec<u64>,
-    // (high end, action) side by side: a hit reads one cache line, not two.
-    tails: Vec<(u64, Action)>,
-    fence: Vec<u64>,
+pub struct RangeSet<K: Key> {
+    los: Vec<K>,
+    his: Vec<K>,
+    acts: Vec<Action>,
+    fence: Vec<K>,
 }
 
 const BLOCK: usize = 16;
@@ -63,7 +84,18 @@ const BLOCK: usize = 16;
 pub const CHUNK: usize = 32;
 const LINEAR_FENCE: usize = 64; // beyond this many blocks, bisect the fence instead
 
-impl RangeSet {
+/// Ask for the cache line holding `x` ahead of its use (a hint only: no effect on results).
+#[inline(always)]
+pub fn prefetch<T>(x: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(x as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+impl<K: Key> RangeSet<K> {
     fn refence(&mut self, from: usize) {
         let first_block = from / BLOCK;
         self.fence.truncate(first_block);
@@ -76,44 +108,57 @@ impl RangeSet {
         );
     }
 
-    fn insert(&mut self, lo: u64, hi: u64, act: Action) {
+    fn position(&self, lo: K, hi: K) -> (usize, bool) {
         let i = self.los.partition_point(|&x| x < lo);
-        if i < self.los.len() && self.los[i] == lo && self.tails[i].0 == hi {
-            self.tails[i].1 = act;
-        } else {
-            self.los.insert(i, lo);
-            self.tails.insert(i, (hi, act));
-            self.refence(i);
+        (i, i < self.los.len() && self.los[i] == lo && self.his[i] == hi)
+    }
+
+    fn insert(&mut self, lo: K, hi: K, act: Action) {
+        match self.position(lo, hi) {
+            (i, true) => self.acts[i] = act,
+            (i, false) => {
+                self.los.insert(i, lo);
+                self.his.insert(i, hi);
+                self.acts.insert(i, act);
+                self.refence(i);
+            }
         }
     }
 
-    fn remove(&mut self, lo: u64, hi: u64) {
-        let i = self.los.partition_point(|&x| x < lo);
-        if i < self.los.len() && self.los[i] == lo && self.tails[i].0 == hi {
+    fn remove(&mut self, lo: K, hi: K) {
+        if let (i, true) = self.position(lo, hi) {
             self.los.remove(i);
-            self.tails.remove(i);
+            self.his.remove(i);
+            self.acts.remove(i);
             self.refence(i);
         }
     }
 
     #[inline(always)]
-    fn count_le(xs: &[u64], v: u64) -> usize {
+    fn count_le(xs: &[K], v: K) -> usize {
         xs.iter().map(|&x| (x <= v) as usize).sum()
     }
 
     #[inline(always)]
     fn lookup(&self, v: u64) -> Option<Action> {
-        self.result(self.find(v), v)
+        let v = K::of(v)?;
+        self.result(self.find_in_block(self.block(v), v), v)
     }
 
-    /// One past the index of the last interval starting at or below v (0: none).
+    /// The number of blocks whose first low end is at or below v (0: below every interval).
     #[inline(always)]
-    fn find(&self, v: u64) -> usize {
-        let blocks = if self.fence.len() <= LINEAR_FENCE {
+    fn block(&self, v: K) -> usize {
+        if self.fence.len() <= LINEAR_FENCE {
             Self::count_le(&self.fence, v)
         } else {
             self.fence.partition_point(|&x| x <= v)
-        };
+        }
+    }
+
+    /// One past the index of the last interval starting at or below v (0: none), given
+    /// `blocks` from `block`.
+    #[inline(always)]
+    fn find_in_block(&self, blocks: usize, v: K) -> usize {
         if blocks == 0 {
             return 0; // below the first interval
         }
@@ -124,15 +169,56 @@ impl RangeSet {
     }
 
     #[inline(always)]
-    fn result(&self, found: usize, v: u64) -> Option<Action> {
-        if found == 0 {
-            return None;
-        }
-        let (hi, act) = self.tails[found - 1];
-        if v <= hi {
-            Some(act)
-        } else {
+    fn result(&self, found: usize, v: K) -> Option<Action> {
+        if found == 0 || v > self.his[found - 1] {
             None
+        } else {
+            Some(self.acts[found - 1])
+        }
+    }
+
+    /// `lookup` for up to CHUNK values at once, in phases (every key's block, then its
+    /// interval, then its result), prefetching each phase's next line for every key first,
+    /// so that the cache misses of different keys are in flight together rather than one
+    /// key's chain of dependent misses after another's.
+    #[inline(always)]
+    fn lookup_chunk(
+        m: &FxHashMap<u64, RangeSet<K>>,
+        keys: &[(Option<u64>, u64)],
+        out: &mut [Option<Action>],
+    ) {
+        let mut sets: [Option<&RangeSet<K>>; CHUNK] = [None; CHUNK];
+        let mut vals = [K::default(); CHUNK];
+        for (k, &(state, v)) in keys.iter().enumerate() {
+            // A value too wide for K is above every interval: no result.
+            if let (Some(s), Some(v)) = (state, K::of(v)) {
+                sets[k] = m.get(&s);
+                vals[k] = v;
+                if let Some(set) = sets[k] {
+                    prefetch(set.fence.as_ptr());
+                }
+            }
+        }
+        let mut found = [0usize; CHUNK];
+        for k in 0..keys.len() {
+            if let Some(set) = sets[k] {
+                found[k] = set.block(vals[k]);
+                if found[k] > 0 {
+                    prefetch(&set.los[(found[k] - 1) * BLOCK]);
+                }
+            }
+        }
+        for k in 0..keys.len() {
+            if let Some(set) = sets[k] {
+                found[k] = set.find_in_block(found[k], vals[k]);
+                if found[k] > 0 {
+                    prefetch(&set.his[found[k] - 1]);
+                    prefetch(&set.acts[found[k] - 1]);
+                }
+            }
+        }
+        for k in 0..keys.len() {
+            out[k] = sets[k].and_then(|set| set.result(found[k], vals[k]));
         }
     }
 }
@@ -161,7 +247,9 @@ pub enum Table {
     State(FxHashMap<u64, Action>),
     /// Keyed by (state, value): exact stage tables and the egress table (port, rid).
     Exact(FxHashMap<(u64, u64), Action>),
-    Range(FxHashMap<u64, RangeSet>),
+    /// Fields of at most 32 bits.
+    Range32(FxHashMap<u64, RangeSet<u32>>),
+    Range(FxHashMap<u64, RangeSet<u64>>),
     Lpm(u32, FxHashMap<u64, LpmSet>),
     Ternary(FxHashMap<u64, Vec<(u32, u64, u64, Action)>>),
 }
@@ -171,6 +259,7 @@ impl Table {
         Some(match kind {
             "state" => Table::State(FxHashMap::default()),
             "exact" => Table::Exact(FxHashMap::default()),
+            "range" if width <= 32 => Table::Range32(FxHashMap::default()),
             "range" => Table::Range(FxHashMap::default()),
             "lpm" => Table::Lpm(width, FxHashMap::default()),
             "ternary" => Table::Ternary(FxHashMap::default()),
@@ -187,6 +276,8 @@ impl Table {
             Table::Exact(m) => {
                 m.insert((state, a), act);
             }
+            // Entries fit their field's width (validated in switch/dataplane.py).
+            Table::Range32(m) => m.entry(state).or_default().insert(a as u32, b as u32, act),
             Table::Range(m) => m.entry(state).or_default().insert(a, b, act),
             Table::Lpm(width, m) => {
                 let set = m.entry(state).or_default();
@@ -228,6 +319,14 @@ impl Table {
             Table::Exact(m) => {
                 m.remove(&(state, a));
             }
+            Table::Range32(m) => {
+                if let (Some(set), Some(a), Some(b)) = (m.get_mut(&state), u32::of(a), u32::of(b)) {
+                    set.remove(a, b);
+                    if set.los.is_empty() {
+                        m.remove(&state);
+                    }
+                }
+            }
             Table::Range(m) => {
                 if let Some(set) = m.get_mut(&state) {
                     set.remove(a, b);
@@ -262,28 +361,12 @@ impl Table {
     }
 
     /// Look up up to CHUNK keys at once; `None` states are skipped (their result is None).
-    ///
-    /// Range tables go in phases (find every key's interval set, then its block, then its
-    /// interval), so the cache misses of different keys are in flight together rather than
-    /// one key's chain of dependent misses after another's.
+    /// Range tables answer the chunk in phases (`RangeSet::lookup_chunk`).
     #[inline(always)]
     pub fn lookup_chunk(&self, keys: &[(Option<u64>, u64)], out: &mut [Option<Action>]) {
         match self {
-            Table::Range(m) => {
-                let mut sets: [Option<&RangeSet>; CHUNK] = [None; CHUNK];
-                for (k, &(state, _)) in keys.iter().enumerate() {
-                    sets[k] = state.and_then(|s| m.get(&s));
-                }
-                let mut found = [0usize; CHUNK];
-                for (k, &(_, v)) in keys.iter().enumerate() {
-                    if let Some(set) = sets[k] {
-                        found[k] = set.find(v);
-                    }
-                }
-                for (k, &(_, v)) in keys.iter().enumerate() {
-                    out[k] = sets[k].and_then(|set| set.result(found[k], v));
-                }
-            }
+            Table::Range32(m) => RangeSet::lookup_chunk(m, keys, out),
+            Table::Range(m) => RangeSet::lookup_chunk(m, keys, out),
             _ => {
                 for (k, &(state, v)) in keys.iter().enumerate() {
                     out[k] = state.and_then(|s| self.lookup(s, v));
@@ -297,6 +380,7 @@ impl Table {
         match self {
             Table::State(m) => m.get(&state).copied(),
             Table::Exact(m) => m.get(&(state, v)).copied(),
+            Table::Range32(m) => m.get(&state).and_then(|s| s.lookup(v)),
             Table::Range(m) => m.get(&state).and_then(|s| s.lookup(v)),
             Table::Lpm(width, m) => m.get(&state).and_then(|s| {
                 s.by_len
@@ -358,6 +442,39 @@ mod tests {
                 };
                 assert_eq!(t.lookup(0, v).map(|a| a.param()), want, "n={n} v={v}");
             }
+        }
+    }
+
+    #[test]
+    fn range_keys_of_either_width_hold_their_extremes() {
+        for width in [8u32, 32, 33, 64] {
+            let top = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+            let mut t = Table::new("range", width).unwrap();
+            assert_eq!(matches!(t, Table::Range32(_)), width <= 32);
+            t.install(3, 0, 0, 1, A);
+            t.install(3, top - 1, top, 1, Action::new(FWD, 9));
+            let keys = [
+                (Some(3), 0),
+                (Some(3), 1),
+                (Some(3), top - 2),
+                (Some(3), top - 1),
+                (Some(3), top),
+                (Some(4), top),
+                (None, 0),
+                (Some(3), u64::MAX),
+            ];
+            let want = [Some(7), None, None, Some(9), Some(9), None, None];
+            let mut out = [None; 8];
+            t.lookup_chunk(&keys, &mut out);
+            for (k, &(state, v)) in keys.iter().enumerate() {
+                let one = state.and_then(|s| t.lookup(s, v));
+                assert_eq!(out[k], one, "width={width} key={k}");
+                let w = if k < 7 { want[k] } else if width == 64 { Some(9) } else { None };
+                assert_eq!(one.map(|a| a.param()), w, "width={width} key={k}");
+            }
+            t.uninstall(3, top - 1, top, 1);
+            assert_eq!(t.lookup(3, top), None);
+            assert_eq!(t.lookup(3, 0), Some(A));
         }
     }
 
