@@ -26,7 +26,7 @@ from pathlib import Path
 
 from shim.datapath import DataPath
 from shim.groups import Coordinator, Group, parse_assignment
-from shim.log import PartitionLog
+from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
 from shim.topics import Catalog, Topic, TopicError
@@ -45,6 +45,8 @@ class Config:
     default_partitions: int = 4  # clients' test suites produce to partition 1 of auto-created topics
     switch_impl: str = "native"
     topics: list = field(default_factory=list)  # from --config: [{"name", "partitions", "configs"}]
+    # Broker-wide topic config defaults from --config (`log.flush.interval.*` -> `flush.*`).
+    topic_defaults: dict = field(default_factory=dict)
 
 
 class Broker:
@@ -53,7 +55,7 @@ class Broker:
         if config.data_dir:
             config.data_dir.mkdir(parents=True, exist_ok=True)
         self.datapath = DataPath(config.switch_impl)
-        self.catalog = Catalog(config.data_dir, self.datapath.spec)
+        self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults)
         self.coordinator = Coordinator(self._assignments_changed)
         self.producers = Producers(config.data_dir)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -86,7 +88,9 @@ class Broker:
         if retention > 0:
             seg = max(1, min(seg, retention // 4 or 1))  # so retention can drop whole segments
         lg = PartitionLog(self._log_dir(t, p), retention_bytes=retention,
-                          retention_ms=t.int_config("retention.ms"), segment_bytes=seg)
+                          retention_ms=t.int_config("retention.ms"), segment_bytes=seg,
+                          flush_messages=t.int_config("flush.messages"),
+                          flush_ms=t.int_config("flush.ms"))
         self.logs[(t.name, p)] = lg
         for h in lg.headers():  # idempotent producers' recent sequences, as Kafka rebuilds them
             if h.producer_id >= 0:
@@ -170,16 +174,21 @@ class Broker:
     # --- produce ----------------------------------------------------------------------
 
     def append(self, topic: Topic, partition: int, raw: bytes, batches: list[RecordBatch]) -> int:
-        """Assign offsets to the batches in `raw` and deliver their records; base offset."""
+        """Assign offsets to the batches in `raw`, store them (all or, with StorageError,
+        none) and deliver their records; the base offset."""
         lg = self.logs[(topic.name, partition)]
-        base, pos = lg.next_offset, 0
+        base = offset = lg.next_offset
+        stored, pos = [], 0
         for b in batches:
-            offset = lg.next_offset
             data = bytearray(raw[pos:pos + b.size])
             data[0:8] = offset.to_bytes(8, "big", signed=True)
-            lg.append(bytes(data), offset + b.last_offset_delta, b.max_timestamp)
+            stored.append((bytes(data), offset + b.last_offset_delta, b.max_timestamp))
             pos += b.size
-            self._deliver(topic, partition, b, offset, offset + b.last_offset_delta + 1)
+            offset += b.last_offset_delta + 1
+        lg.append_all(stored)
+        for b, (data, last, _) in zip(batches, stored):
+            first = last - b.last_offset_delta
+            self._deliver(topic, partition, b, first, last + 1)
         self.changed.set()
         return base
 
@@ -281,7 +290,7 @@ class Broker:
     # --- housekeeping -----------------------------------------------------------------
 
     def tick(self) -> None:
-        """Periodic work: session expiry, time-based retention."""
+        """Periodic work: session expiry, time-based retention, `flush.ms` fsyncs."""
         for gid, mid in self.coordinator.expire():
             log.info("group %s: member %s expired", gid, mid)
         now = int(time.time() * 1000)
@@ -291,3 +300,8 @@ class Broker:
                     and lg.enforce_retention(now)):
                 for v in self.catalog.views_of(name):
                     self.logs[(v.name, p)].drop_before(lg.start_offset)
+            if lg.flush_due():
+                try:
+                    lg.flush()
+                except StorageError as exc:
+                    log.error("%s/%d: %s", name, p, exc)

@@ -22,7 +22,8 @@ def register(subparsers) -> None:
                    help="keep topics, logs and committed offsets here (default: in memory)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="JSON: {\"topics\": [{\"name\", \"partitions\", \"configs\": {...}}], "
-                        "\"partitions\": N, \"auto_create\": bool}")
+                        "\"partitions\": N, \"auto_create\": bool, "
+                        "\"log.flush.interval.messages\": N, \"log.flush.interval.ms\": N}")
     p.add_argument("--switch", choices=("native", "python"), default="native",
                    help="software switch implementation")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -73,7 +74,7 @@ def run_topic(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from shim.broker import Config
     from shim.server import serve
-    from shim.topics import TopicError
+    from shim.topics import BROKER_DEFAULTS, TopicError
 
     # `kill -USR1 <pid>` prints every thread's stack to stderr: a hung broker explains itself.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -87,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         doc = json.loads(args.config.read_text())
         config.default_partitions = int(doc.get("partitions", config.default_partitions))
         config.auto_create = bool(doc.get("auto_create", config.auto_create))
+        config.topic_defaults = {topic_name: str(int(doc[name])) for name, topic_name
+                                 in BROKER_DEFAULTS.items() if name in doc}
         topics = doc.get("topics", [])
     config.topics = topics
     try:

@@ -19,6 +19,16 @@ they do on Kafka, instead of vanishing at once). When every batch has expired an
 active segment named by the log end offset stays behind, so the next offset survives
 a restart. A torn last batch (crash mid-append) is cut off when the log is opened.
 
+Durability, as Kafka's: an append is written to the segment file before it is acknowledged
+(so it survives the process being killed), and reaches the disk when the operating system
+writes it back, unless the log is told to fsync: after every `flush_messages` records
+(`flush.messages`) or once its oldest unflushed append is `flush_ms` old (`flush.ms`,
+checked by the broker's tick). A write or fsync that fails (ENOSPC, EIO) is undone by
+truncating the segment back to its last whole batch, so no later append can sit behind a
+torn one, and the append raises `StorageError` (the produce gets KAFKA_STORAGE_ERROR,
+which clients retry). If even that truncation fails, the log goes offline: it refuses every
+append until the broker restarts and cuts the tail, as Kafka takes a failed log dir offline.
+
 The log start offset is kept on its own, not read off the first stored batch: a view's
 first batch may start well past its true start (its first matching record), and Kafka
 keeps a log with gaps (a compacted topic) starting where the log starts, so a Fetch or a
@@ -41,6 +51,10 @@ from shim.protocol.records import decode_batch, read_batch_header
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
+
+
+class StorageError(Exception):
+    """A partition's files could not be written; nothing of the failed append remains."""
 
 
 @dataclass
@@ -76,14 +90,20 @@ class Segment:
 class PartitionLog:
     def __init__(self, directory: Path | None = None, *, retention_bytes: int = -1,
                  retention_ms: int = -1, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 start_offset: int = 0) -> None:
+                 start_offset: int = 0, flush_messages: int = -1, flush_ms: int = -1) -> None:
         self.directory = directory
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms
         self.segment_bytes = segment_bytes
+        self.flush_messages = flush_messages  # fsync after this many records (< 1: never)
+        self.flush_ms = flush_ms  # fsync once the oldest unflushed append is this old (< 0: never)
         self.segments: list[Segment] = []
         self.start_offset = start_offset  # see the module text: not the first batch's offset
         self.next_offset = start_offset
+        self.offline: str | None = None  # why appends are refused until a restart
+        self._unflushed = 0  # records appended since the last fsync
+        self._unflushed_since = 0.0  # monotonic time of the oldest unflushed append
+        self._unsynced: list[Path] = []  # segment files (and new ones' directory) to fsync
         self._time_checked = int(time.time() * 1000)
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
@@ -156,21 +176,96 @@ class PartitionLog:
 
     def append(self, batch: bytes, last_offset: int, max_timestamp: int) -> None:
         """Add one batch whose offsets are already assigned (last_offset >= next_offset - 1)."""
+        self.append_all([(batch, last_offset, max_timestamp)])
+
+    def append_all(self, batches: list[tuple[bytes, int, int]]) -> None:
+        """Add (batch, last offset, max timestamp) batches as one write: all of them or, with
+        StorageError, none (see the module text)."""
+        if self.offline:
+            raise StorageError(self.offline)
         active = self.segments[-1]
         if active.size >= self.segment_bytes:
             active = self._roll(self.next_offset)
-        first = int.from_bytes(batch[0:8], "big", signed=True)
+        data = b"".join(b for b, _, _ in batches)
+        records = sum(last - int.from_bytes(b[0:8], "big", signed=True) + 1 for b, last, _ in batches)
         if active.data is not None:
-            active.data += batch
+            active.data += data
         else:
-            with open(active.path, "ab") as f:
-                f.write(batch)
-        active.add(first, last_offset, len(batch))
-        # A batch without timestamps (-1) ages from when it arrived, not from 1970.
-        stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
-        active.max_timestamp = max(active.max_timestamp, stamp)
-        self.next_offset = last_offset + 1
+            self._write(active, data)
+            if not self._unflushed:
+                self._unflushed_since = time.monotonic()
+            self._unflushed += records
+            if self.flush_messages > 0 and self._unflushed >= self.flush_messages:
+                self._flush_or_undo(active)
+        for batch, last_offset, max_timestamp in batches:
+            active.add(int.from_bytes(batch[0:8], "big", signed=True), last_offset, len(batch))
+            # A batch without timestamps (-1) ages from when it arrived, not from 1970.
+            stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
+            active.max_timestamp = max(active.max_timestamp, stamp)
+            self.next_offset = last_offset + 1
         self.enforce_retention(by_time=False)
+
+    def _flush_or_undo(self, segment: Segment) -> None:
+        """fsync before the append is acknowledged; if that fails the append is cut off again
+        (the log is offline by then, see `flush`), so it is neither refused nor stored."""
+        try:
+            self.flush()
+        except StorageError:
+            try:
+                os.truncate(segment.path, segment.size)
+            except OSError:
+                pass  # offline already; the restart cuts the unacknowledged tail
+            raise
+
+    def _write(self, segment: Segment, data: bytes) -> None:
+        """Append `data` to the segment file whole, or leave the file as it was."""
+        try:
+            fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise StorageError(f"{segment.path}: cannot open for append: {exc.strerror}") from exc
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            self._undo(fd, segment, exc)
+        finally:
+            os.close(fd)
+        if segment.path not in self._unsynced:
+            self._unsynced.append(segment.path)
+
+    def _undo(self, fd: int, segment: Segment, exc: OSError) -> None:
+        """Cut a failed write off the file; a log whose file cannot be cut goes offline."""
+        reason = f"{segment.path}: write failed: {exc.strerror or exc}"
+        try:
+            os.ftruncate(fd, segment.size)
+        except OSError as cut:
+            self.offline = f"{reason}; and could not be truncated back ({cut.strerror}): offline until restart"
+            raise StorageError(self.offline) from exc
+        raise StorageError(reason) from exc
+
+    def flush(self) -> None:
+        """fsync what was appended since the last flush (and new segments' directory)."""
+        paths, self._unsynced = self._unsynced, []
+        try:
+            for path in paths:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            # What the page cache held is now of unknown durability (fsync reports a lost
+            # write-back once): refuse further appends rather than acknowledge on top of it.
+            self.offline = f"fsync of {path} failed: {exc.strerror or exc}: offline until restart"
+            raise StorageError(self.offline) from exc
+        self._unflushed = 0
+
+    def flush_due(self, now: float | None = None) -> bool:
+        """Whether `flush_ms` has passed since the oldest unflushed append (`time.monotonic()`)."""
+        now = time.monotonic() if now is None else now
+        return (self.flush_ms >= 0 and self._unflushed > 0 and not self.offline
+                and (now - self._unflushed_since) * 1000 >= self.flush_ms)
 
     def advance(self, next_offset: int) -> None:
         """Move the end without a batch (a view whose source records were all filtered out)."""
@@ -234,8 +329,12 @@ class PartitionLog:
     def _roll(self, base: int) -> Segment:
         if self.directory is not None:
             path = self.directory / f"{base:020d}.log"
-            path.touch()
+            try:
+                path.touch()
+            except OSError as exc:
+                raise StorageError(f"{path}: cannot create segment: {exc.strerror}") from exc
             seg = Segment(base, path)
+            self._unsynced.append(self.directory)  # the new file's name is in the directory
         else:
             seg = Segment(base, None, bytearray())
         self.segments.append(seg)

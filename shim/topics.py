@@ -45,7 +45,13 @@ DEFAULTS = {
     "max.message.bytes": str(1 << 20 | 12),
     "message.timestamp.type": "CreateTime",
     "compression.type": "producer",
+    # Kafka's defaults: never fsync on a count or a timer (the OS writes back; see shim/log.py).
+    "flush.messages": str(2**63 - 1),
+    "flush.ms": str(2**63 - 1),
 }
+# Broker-wide defaults a --config file may set, by Kafka's broker property names.
+BROKER_DEFAULTS = {"log.flush.interval.messages": "flush.messages",
+                   "log.flush.interval.ms": "flush.ms"}
 
 
 class TopicError(Exception):
@@ -63,6 +69,7 @@ class Topic:
     configs: dict[str, str] = field(default_factory=dict)
     schema: Schema | None = None
     filter: Filter = Const(True)
+    defaults: dict[str, str] = field(default_factory=lambda: DEFAULTS, repr=False)
 
     @property
     def source(self) -> str | None:
@@ -73,13 +80,13 @@ class Topic:
         return SOURCE in self.configs
 
     def config(self, name: str) -> str:
-        return self.configs.get(name, DEFAULTS.get(name, ""))
+        return self.configs.get(name, self.defaults.get(name, ""))
 
     def int_config(self, name: str) -> int:
         try:
             return int(self.config(name))
         except ValueError:
-            return int(DEFAULTS[name])
+            return int(self.defaults[name])
 
     def to_json(self) -> dict:
         return {"name": self.name, "topic_id": str(self.topic_id), "number": self.number,
@@ -89,8 +96,10 @@ class Topic:
 class Catalog:
     """Every topic by name, id and number; the only place topics are made or removed."""
 
-    def __init__(self, directory: Path | None = None, spec=None) -> None:
+    def __init__(self, directory: Path | None = None, spec=None,
+                 defaults: dict[str, str] | None = None) -> None:
         self.path = directory / "topics.json" if directory else None
+        self.defaults = {**DEFAULTS, **(defaults or {})}  # a topic's configs fall back to these
         self.by_name: dict[str, Topic] = {}
         self.next_number = 1
         # Query fields compare by identity: filters must be parsed against the data path's spec.
@@ -100,7 +109,7 @@ class Catalog:
             self.next_number = doc.get("next_number", 1)
             for t in doc.get("topics", []):
                 topic = Topic(t["name"], uuid.UUID(t["topic_id"]), t["number"], t["partitions"],
-                              dict(t["configs"]))
+                              dict(t["configs"]), defaults=self.defaults)
                 self._derive(topic)
                 self.by_name[topic.name] = topic
 
@@ -134,7 +143,7 @@ class Catalog:
         if partitions < 1:
             raise TopicError(f"number of partitions must be at least 1, not {partitions}",
                              "invalid_partitions")
-        for key in ("retention.ms", "retention.bytes", "segment.bytes"):
+        for key in ("retention.ms", "retention.bytes", "segment.bytes", "flush.messages", "flush.ms"):
             if key in configs:
                 try:
                     int(configs[key])
@@ -143,7 +152,8 @@ class Catalog:
                                      "invalid_config") from None
         if (FILTER in configs) != (SOURCE in configs):
             raise TopicError(f"a view needs both {SOURCE} and {FILTER}", "invalid_config")
-        topic = Topic(name, uuid.uuid4(), self.next_number, partitions, dict(configs))
+        topic = Topic(name, uuid.uuid4(), self.next_number, partitions, dict(configs),
+                      defaults=self.defaults)
         if topic.is_view:
             source = self.get(configs[SOURCE])
             if source is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from shim.protocol import ErrorCode
 from shim.protocol.admin import BROKER_RESOURCE, TOPIC_RESOURCE
-from shim.topics import DEFAULTS, TopicError
+from shim.topics import BROKER_DEFAULTS, DEFAULTS, TopicError
 
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT_CONFIG = 1, 4, 5  # DescribeConfigs config_source values
 # DescribeConfigs v3+ config_type values, and the types of the configs described here, as
@@ -36,7 +36,7 @@ def topic_configs(topic, keys: set[str] | None = None) -> list[dict]:
     """A topic's configs as DescribeConfigs and CreateTopics (v5+) describe them."""
     return [_config(k, topic.config(k), DYNAMIC_TOPIC if k in topic.configs else DEFAULT_CONFIG,
                     False)
-            for k in sorted(set(DEFAULTS) | set(topic.configs)) if keys is None or k in keys]
+            for k in sorted(set(topic.defaults) | set(topic.configs)) if keys is None or k in keys]
 
 
 def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
@@ -46,6 +46,9 @@ def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
               "advertised.listeners": listener, "log.dirs": str(c.data_dir or "")}
     default = {"num.partitions": str(c.default_partitions),
                "auto.create.topics.enable": str(c.auto_create).lower()}
+    for name, topic_name in BROKER_DEFAULTS.items():
+        (static if topic_name in c.topic_defaults else default)[name] = c.topic_defaults.get(
+            topic_name, DEFAULTS[topic_name])
     return [_config(k, v, source, True)
             for source, values in ((STATIC_BROKER, static), (DEFAULT_CONFIG, default))
             for k, v in values.items() if keys is None or k in keys]
