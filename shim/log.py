@@ -42,15 +42,41 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shim.protocol.errors import RecordBatchError
-from shim.protocol.records import decode_batch, read_batch_header
+from shim.protocol.records import Record, decode_batch, encode_batch, read_batch_header
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
+
+
+# The producer id on gap batches: outside the range `shim.producers` hands out, so no
+# read_committed consumer can mistake a gap for the end of one of its transactions.
+GAP_PRODUCER_ID = 2**63 - 1
+TRANSACTIONAL_BIT, CONTROL_BIT = 0x10, 0x20
+COMMIT_MARKER = struct.pack(">hh", 0, 1)  # control record key: version 0, type COMMIT
+
+
+def gap_batch(first: int, last: int, timestamp: int) -> bytes:
+    """A batch that covers offsets first..last and holds no data record.
+
+    A view's tail of filtered-out offsets is served as one, so that every consumer of a view
+    reaches its high watermark whatever the filter dropped at the end. Clients skip a control
+    batch and move their position past its last offset, as they do over a transaction
+    marker. It is a control batch rather than an empty one because librdkafka stores (and
+    so commits) the offset after a control record it skips, but not after an empty batch:
+    with an empty batch a confluent-kafka consumer reaches partition EOF yet commits the
+    offset after the last match, and its lag never reaches 0. The one control record, a
+    COMMIT marker of a producer id no producer has, sits at `last`; the offsets before it
+    are absent, as in a compacted batch.
+    """
+    marker = Record(last, max(timestamp, 0), COMMIT_MARKER, struct.pack(">hi", 0, 0), [])
+    return encode_batch([marker], base_offset=first, producer_id=GAP_PRODUCER_ID,
+                        producer_epoch=0, attributes=TRANSACTIONAL_BIT | CONTROL_BIT)
 
 
 class StorageError(Exception):
@@ -118,8 +144,9 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from the one holding `offset` on, at least one, about max_bytes."""
-        out, total = [], 0
+        """Whole batches from the one holding `offset` on, at least one, about max_bytes;
+        ending, when the read reaches a tail of filtered-out offsets, in a gap batch."""
+        out, total, complete = [], 0, True
         for s in self.segments:
             if not s.lasts or s.lasts[-1] < offset:
                 continue
@@ -134,8 +161,23 @@ class PartitionLog:
             if j > i:
                 out.append(s.span(i, j))
             if j < len(s.starts):
+                complete = False
                 break
+        if complete:
+            gap_start = max(offset, self._stored_end())
+            if gap_start < self.next_offset:
+                out.append(gap_batch(gap_start, self.next_offset - 1, self._newest_timestamp()))
         return b"".join(out)
+
+    def _stored_end(self) -> int:
+        """One past the last offset a stored batch covers (the start, if none is stored)."""
+        for s in reversed(self.segments):
+            if s.lasts:
+                return s.lasts[-1] + 1
+        return self.start_offset
+
+    def _newest_timestamp(self) -> int:
+        return max((s.max_timestamp for s in self.segments), default=-1)
 
     def headers(self):
         """The header of every batch held, oldest first (no records decoded)."""

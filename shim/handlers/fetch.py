@@ -4,7 +4,9 @@ Fetch reads whole batches from each partition's log (a view's own log for views,
 with source offsets and gaps) from the batch holding the fetch offset, at least one
 batch per partition even past max_bytes. As on a compacted topic, any offset from the log
 start offset to the high watermark is valid, even inside a view's gap (the next batches
-answer, or none); only offsets outside that range are OFFSET_OUT_OF_RANGE. When the
+answer, or none); only offsets outside that range are OFFSET_OUT_OF_RANGE. A read that
+reaches a view's tail of filtered-out records ends in a gap batch that carries the client to
+the high watermark (`shim.log.gap_batch`). When the
 answer holds fewer than min_bytes it waits for any log to grow, at most max_wait, and
 reads again. Fetch sessions are not kept: session_id 0 keeps every client on full fetches.
 """
