@@ -64,13 +64,14 @@ class Broker:
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self.changed = asyncio.Event()
         self._load_offsets()
+        # A topic whose logs or view cannot be opened is reported and left out of this run
+        # (its files and catalog entry stay as they are): one bad entry never stops a restart.
         for t in self.catalog:
             if not t.is_view:
-                for p in range(t.partitions):
-                    self._open_log(t, p)
+                self._start(t, lambda t=t: [self._open_log(t, p) for p in range(t.partitions)])
         for t in self.catalog:
             if t.is_view:
-                self._attach_view(t)
+                self._start(t, lambda t=t: self._attach_view(t))
         for t in config.topics:  # the --config file's topics, created once
             if self.catalog.get(t["name"]) is None:
                 self.create_topic(t["name"], int(t.get("partitions", config.default_partitions)),
@@ -78,9 +79,26 @@ class Broker:
 
     # --- topics -----------------------------------------------------------------------
 
+    def _start(self, t: Topic, open_it) -> None:
+        try:
+            open_it()
+        except Exception:
+            log.exception("topic %r cannot be opened; it is left out until the next restart", t.name)
+            self.catalog.set_aside(t)
+            for port in [port for port, v in self.view_ports.items() if v == t.name]:
+                del self.view_ports[port]
+                self.datapath.unsubscribe(port)
+            for p in range(t.partitions):
+                self.logs.pop((t.name, p), None)
+
     def _log_dir(self, t: Topic, p: int) -> Path | None:
         d = self.config.data_dir
-        return d / "logs" / f"{t.name}-{t.topic_id.hex}" / str(p) if d else None
+        if d is None:
+            return None
+        # name-id, cut to the 255 bytes a file name may have (a legal topic name has up to
+        # 249 characters; the id keeps cut names apart).
+        suffix = f"-{t.topic_id.hex}"
+        return d / "logs" / f"{t.name[:255 - len(suffix)]}{suffix}" / str(p)
 
     def _open_log(self, t: Topic, p: int) -> PartitionLog:
         retention = t.int_config("retention.bytes")
@@ -103,15 +121,34 @@ class Broker:
         topic = self.catalog.check(name, partitions, configs)
         if validate_only:
             return topic
-        self.catalog.add(topic)
-        if topic.is_view:
-            self._attach_view(topic)
-        else:
-            for p in range(topic.partitions):
-                self._open_log(topic, p)
+        # Every step that can fail comes before the catalog records the topic; a failure
+        # undoes the steps before it, so the catalog never names a topic that cannot open.
+        try:
+            if topic.is_view:
+                self._attach_view(topic)
+            else:
+                for p in range(topic.partitions):
+                    self._open_log(topic, p)
+            self.catalog.add(topic)
+        except OSError as exc:
+            self._discard(topic)
+            raise TopicError(f"cannot create {name!r}: {exc}", "kafka_storage_error") from exc
+        except BaseException:
+            self._discard(topic)
+            raise
         log.info("created %s %r (%d partitions)", "view" if topic.is_view else "topic", name,
                  topic.partitions)
         return topic
+
+    def _discard(self, topic: Topic) -> None:
+        """Undo a half-made topic: its port, its logs and their files."""
+        for port in [p for p, v in self.view_ports.items() if v == topic.name]:
+            del self.view_ports[port]
+            self.datapath.unsubscribe(port)
+        for p in range(topic.partitions):
+            lg = self.logs.pop((topic.name, p), None)
+            if lg is not None:
+                lg.delete()
 
     def auto_create(self, name: str) -> Topic | None:
         if not self.config.auto_create:
@@ -147,9 +184,18 @@ class Broker:
             raise TopicError(f"topic has {topic.partitions} partitions; {count} is not more",
                              "invalid_partitions")
         old = topic.partitions
-        self.catalog.set_partitions(topic, count)
-        for p in range(old, count):
-            self._open_log(topic, p)
+        try:
+            for p in range(old, count):
+                self._open_log(topic, p)
+            self.catalog.set_partitions(topic, count)
+        except OSError as exc:
+            for p in range(old, count):
+                lg = self.logs.pop((topic.name, p), None)
+                if lg is not None:
+                    lg.delete()
+            topic.partitions = old
+            raise TopicError(f"cannot add partitions to {topic.name!r}: {exc}",
+                             "kafka_storage_error") from exc
         for v in self.catalog.views_of(topic.name):
             for p in range(old, count):
                 self.logs[(v.name, p)] = PartitionLog()

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule
-from compiler.errors import SpecError
+from compiler.errors import RuleError, SpecError
+from compiler.normalize import MAX_DISJUNCTS, size_bound
 from compiler.rules import deep_recursion, parse_filter
 from compiler.spec import QueryField, Spec, load_spec
 from shim.schema import Schema
@@ -59,6 +60,18 @@ def view_filter(base: Spec, schema: Schema | None, text: str) -> Filter:
     # same raised recursion limit the parser and the compiler use.
     with deep_recursion():
         return _onto(base, parse_filter(text, spec, source="camus.filter"))
+
+
+def check_compilable(f: Filter) -> None:
+    """RuleError if `f` may be too large to compile as one subscription: an upper bound of
+    its disjunctive normal form (computed without building it, so cheap on the event loop)
+    passes the compiler's limit. Checked where a view is created, so that a filter the data
+    path could refuse is refused there (INVALID_CONFIG), not at every later produce."""
+    with deep_recursion():
+        bound = size_bound(f)
+    if bound > MAX_DISJUNCTS:
+        raise RuleError(f"camus.filter may expand to more than {MAX_DISJUNCTS} alternatives in "
+                        "disjunctive normal form; split it into several views")
 
 
 def _onto(base: Spec, f: Filter) -> Filter:

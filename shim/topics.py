@@ -17,6 +17,7 @@ path. Definitions persist in `<data-dir>/topics.json` (rewritten atomically).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -26,7 +27,9 @@ from pathlib import Path
 from compiler.ast import Const, Filter
 from compiler.errors import CamusError
 from shim.schema import Schema, parse_schema
-from shim.subscriptions import kafka_spec, view_filter
+from shim.subscriptions import check_compilable, kafka_spec, view_filter
+
+log = logging.getLogger("camus.topics")
 
 LEGAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -104,13 +107,21 @@ class Catalog:
         self.next_number = 1
         # Query fields compare by identity: filters must be parsed against the data path's spec.
         self.spec = spec or kafka_spec()
+        # Entries of topics.json that no longer load: reported, skipped, and written back
+        # unchanged, so a restart never fails on one and never loses one.
+        self.broken: list[dict] = []
         if self.path and self.path.exists():
             doc = json.loads(self.path.read_text())
             self.next_number = doc.get("next_number", 1)
             for t in doc.get("topics", []):
-                topic = Topic(t["name"], uuid.UUID(t["topic_id"]), t["number"], t["partitions"],
-                              dict(t["configs"]), defaults=self.defaults)
-                self._derive(topic)
+                try:
+                    topic = Topic(t["name"], uuid.UUID(t["topic_id"]), t["number"],
+                                  t["partitions"], dict(t["configs"]), defaults=self.defaults)
+                    self._derive(topic)
+                except (CamusError, KeyError, TypeError, ValueError) as exc:
+                    log.error("%s: skipping topic %r: %s", self.path, t.get("name") if isinstance(t, dict) else t, exc)
+                    self.broken.append(t)
+                    continue
                 self.by_name[topic.name] = topic
 
     def __iter__(self):
@@ -167,30 +178,49 @@ class Catalog:
             topic.partitions = source.partitions
         try:
             self._derive(topic)
+            if topic.is_view:
+                check_compilable(topic.filter)
         except CamusError as exc:
             raise TopicError(str(exc), "invalid_config") from None
         return topic
 
     def add(self, topic: Topic) -> Topic:
+        """Record a topic (written to topics.json before this returns, or not recorded)."""
         self.by_name[topic.name] = topic
         self.next_number += 1
-        self.save()
+        try:
+            self.save()
+        except OSError:
+            del self.by_name[topic.name]
+            self.next_number -= 1
+            raise
         return topic
+
+    def set_aside(self, topic: Topic) -> None:
+        """Leave a topic that cannot be opened out of this run, keeping its entry on disk."""
+        if self.by_name.pop(topic.name, None) is not None:
+            self.broken.append(topic.to_json())
 
     def remove(self, topic: Topic) -> None:
         del self.by_name[topic.name]
         self.save()
 
     def set_partitions(self, topic: Topic, count: int) -> None:
-        topic.partitions = count
-        for v in self.views_of(topic.name):
-            v.partitions = count
-        self.save()
+        old = topic.partitions
+        for t in [topic, *self.views_of(topic.name)]:
+            t.partitions = count
+        try:
+            self.save()
+        except OSError:
+            for t in [topic, *self.views_of(topic.name)]:
+                t.partitions = old
+            raise
 
     def save(self) -> None:
         if self.path is None:
             return
-        doc = {"next_number": self.next_number, "topics": [t.to_json() for t in self]}
+        doc = {"next_number": self.next_number,
+               "topics": [t.to_json() for t in self] + self.broken}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         os.replace(tmp, self.path)
