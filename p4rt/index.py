@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from p4rt.match_kinds import BY_MATCH_TYPE
 from p4rt.names import EGRESS, INGRESS
 from p4rt.protos import p4info_pb2
 
@@ -37,6 +38,11 @@ class Table:
     fields: dict[str, p4info_pb2.MatchField]  # by P4Info match field name
     fields_by_id: dict[int, p4info_pb2.MatchField]
     action_ids: frozenset[int]
+
+    @property
+    def prioritised(self) -> bool:
+        """Whether its entries carry a priority (a range or ternary key, `p4rt.match_kinds`)."""
+        return any(BY_MATCH_TYPE[f.match_type].prioritised for f in self.fields.values() if f.match_type in BY_MATCH_TYPE)
 
     def field(self, name: str) -> p4info_pb2.MatchField:
         """A match field by its P4Info name or, as entries.json may spell keys

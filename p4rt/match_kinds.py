@@ -2,7 +2,8 @@
 
 A kind has its entries.json name (`{"range": [lo, hi]}`), its P4Info `MatchField.MatchType`,
 the `FieldMatch` oneof that carries it, how its value is encoded into and decoded from that
-message, and the value a key has when it is omitted on the wire. P4Runtime requires don't-care
+message, the value a key has when it is omitted on the wire, and whether a table with such
+a key orders its entries by priority (P4Runtime: a priority > 0 then, 0 otherwise). P4Runtime requires don't-care
 keys to be omitted (spec 9.1.1: a range over the whole domain, a ternary mask of 0, an LPM
 prefix of 0); decoding restores them, so a Read gives back the entries.json form written.
 A new kind is one more row here (and its lookup in the pipeline and the switch).
@@ -27,6 +28,7 @@ class MatchKind:
     encode: Callable[..., bool]  # (oneof message, value, bitwidth) -> False for a don't care (omit the key)
     decode: Callable[..., object]  # (oneof message, bitwidth, what) -> value
     dont_care: Callable[[int], object] | None  # bitwidth -> the value of an omitted key; None: never omitted
+    prioritised: bool  # entries of a table with such a key carry a priority
 
 
 def _encode_exact(m, value: int, width: int) -> bool:
@@ -72,10 +74,10 @@ def _decode_ternary(m, width: int, what: str) -> list[int]:
 
 
 KINDS = {k.name: k for k in (
-    MatchKind("exact", MF.EXACT, "exact", _encode_exact, lambda m, w, what: decode(m.value, w, what), None),
+    MatchKind("exact", MF.EXACT, "exact", _encode_exact, lambda m, w, what: decode(m.value, w, what), None, False),
     MatchKind("range", MF.RANGE, "range", _encode_range,
-              lambda m, w, what: [decode(m.low, w, what), decode(m.high, w, what)], lambda w: [0, (1 << w) - 1]),
-    MatchKind("lpm", MF.LPM, "lpm", _encode_lpm, _decode_lpm, lambda w: [0, 0]),
-    MatchKind("ternary", MF.TERNARY, "ternary", _encode_ternary, _decode_ternary, lambda w: [0, 0]),
+              lambda m, w, what: [decode(m.low, w, what), decode(m.high, w, what)], lambda w: [0, (1 << w) - 1], True),
+    MatchKind("lpm", MF.LPM, "lpm", _encode_lpm, _decode_lpm, lambda w: [0, 0], False),
+    MatchKind("ternary", MF.TERNARY, "ternary", _encode_ternary, _decode_ternary, lambda w: [0, 0], True),
 )}
 BY_MATCH_TYPE = {k.match_type: k for k in KINDS.values()}

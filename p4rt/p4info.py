@@ -57,7 +57,8 @@ class _Table:
 class _Program:
     tables: list[_Table]
     actions: dict[str, list[tuple[str, int]]]  # P4 name -> [(param, bitwidth)]
-    ids: dict[str, int]  # P4 name of every table and action -> id
+    table_ids: dict[str, int]  # P4 name -> id, for every table
+    action_ids: dict[str, int]  # and every action
 
 
 def _ir_tables(pipeline: dict) -> list[_Table]:
@@ -98,40 +99,40 @@ def _program(pipeline: dict, slots: int) -> _Program:
     if members:
         actions[MEMBER] = []
     taken: set[int] = set()
-    ids = p4c_id_map(PREFIX.TABLE, [t.name for t in tables], taken)
-    ids.update(p4c_id_map(PREFIX.ACTION, list(actions), taken))
-    return _Program(tables, actions, ids)
+    return _Program(tables, actions, p4c_id_map(PREFIX.TABLE, [t.name for t in tables], taken),
+                    p4c_id_map(PREFIX.ACTION, list(actions), taken))
 
 
 def _add_table(info: p4info_pb2.P4Info, t: _Table, program: _Program, alias: str, default_only: list[str]) -> None:
     out = info.tables.add()
-    out.preamble.id, out.preamble.name, out.preamble.alias = program.ids[t.name], t.name, alias
+    out.preamble.id, out.preamble.name, out.preamble.alias = program.table_ids[t.name], t.name, alias
     for i, (name, width, kind) in enumerate(t.keys, start=1):
         out.match_fields.add(id=i, name=name, bitwidth=width, match_type=KINDS[kind].match_type)
     for a in t.actions:
-        out.action_refs.add(id=program.ids[a])
-    out.action_refs.add(id=program.ids["NoAction"], scope=p4info_pb2.ActionRef.DEFAULT_ONLY, annotations=default_only)
+        out.action_refs.add(id=program.action_ids[a])
+    out.action_refs.add(id=program.action_ids["NoAction"], scope=p4info_pb2.ActionRef.DEFAULT_ONLY, annotations=default_only)
     out.size = TABLE_SIZE
 
 
 def _add_action(info: p4info_pb2.P4Info, name: str, program: _Program, alias: str) -> p4info_pb2.Action:
     out = info.actions.add()
-    out.preamble.id, out.preamble.name, out.preamble.alias = program.ids[name], name, alias
+    out.preamble.id, out.preamble.name, out.preamble.alias = program.action_ids[name], name, alias
     for i, (param, width) in enumerate(program.actions[name], start=1):
         out.params.add(id=i, name=param, bitwidth=width)
     return out
 
 
-def build_p4info(pipeline: dict, *, counters: bool = False, slots: int = DEFAULT_SLOTS) -> p4info_pb2.P4Info:
-    """The software switch's P4Info for `pipeline` (a pipeline.json document)."""
-    program = _program(pipeline, slots)
+def build_p4info(pipeline: dict, *, counters: bool = False) -> p4info_pb2.P4Info:
+    """The software switch's P4Info for `pipeline` (a pipeline.json document), numbered as
+    the program emitted with the default slot count."""
+    program = _program(pipeline, DEFAULT_SLOTS)
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = "v1model"
     info.pkg_info.name = "camus"
     tables = _ir_tables(pipeline)
     for t in tables:
         _add_table(info, t, program, t.ir_name, [])
-    for name in sorted((a for a in program.actions if a != MEMBER), key=program.ids.get):
+    for name in sorted((a for a in program.actions if a != MEMBER), key=program.action_ids.get):
         _add_action(info, name, program, name.rsplit(".", 1)[-1])
     if counters:
         _add_counters(info, [t.ir_name for t in tables])

@@ -398,10 +398,9 @@ def _decode_entry(index: P4InfoIndex, te, needs_action: bool) -> dict:
         raise P4RuntimeError(code, str(exc)) from None
     except UnknownName as exc:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, str(exc)) from None
-    ranged = any(f.match_type in (f.RANGE, f.TERNARY) for f in table.fields.values())
-    if ranged and te.priority <= 0:
+    if table.prioritised and te.priority <= 0:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"table {table.name!r} needs a priority > 0")
-    if not ranged and te.priority:
+    if not table.prioritised and te.priority:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"table {table.name!r} takes no priority")
     if needs_action and "action" not in entry:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"table {table.name!r}: the entry has no action")
