@@ -25,11 +25,13 @@ from pathlib import Path
 import grpc
 from google.protobuf import text_format
 
-from compiler.p4info import build_p4info, config_cookie
-from compiler.p4runtime_entries import P4InfoIndex, entry_dict, entry_key, group_dict, multicast_entry, table_entry
-from compiler.p4runtime_protos import code_pb2, p4info_pb2, p4runtime_pb2
 from controller.diff import diff
 from controller.p4runtime_client import P4RuntimeClient, WriteError
+from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
+from p4rt.entry_key import entry_key
+from p4rt.index import P4InfoIndex
+from p4rt.p4info import build_p4info, config_cookie
+from p4rt.protos import code_pb2, p4info_pb2, p4runtime_pb2
 
 Update = p4runtime_pb2.Update
 

@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.p4info import build_p4info, config_cookie
-from compiler.p4runtime_entries import P4InfoIndex
-from compiler.p4runtime_protos import p4info_pb2
+from p4rt.index import P4InfoIndex
+from p4rt.p4info import build_p4info, config_cookie
+from p4rt.protos import p4info_pb2
 from switch.dataplane import DataPlane, Output, load
 
 

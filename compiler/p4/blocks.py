@@ -8,7 +8,7 @@ so a table declaration or a length computation is written in one place.
 from __future__ import annotations
 
 from compiler.p4.layout import AppLayout
-from compiler.p4.names import TABLE_SIZE
+from p4rt.names import TABLE_SIZE
 
 STAGE_ACTIONS = ("set_state", "fwd", "mcast")
 IHL = "(((bit<16>)hdr.ipv4.ihl) << 2)"  # IPv4 header bytes, options included

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from compiler.p4 import mold
 from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, indent, table, walk
-from compiler.p4.derived import MEMBER_ACTION
 from compiler.p4.layout import AppLayout
+from p4rt.names import MEMBER_ACTION
 
 
 def ingress(pipeline: dict, apps: list[AppLayout]) -> str:

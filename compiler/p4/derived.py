@@ -23,11 +23,9 @@ then modified in place).
 from __future__ import annotations
 
 from compiler import ir
-from compiler.p4.layout import DEFAULT_SLOTS, AppLayout
-from compiler.p4.names import EGRESS
+from compiler.p4.layout import AppLayout
 from compiler.tables import ALL_PORTS_GROUP
-
-MEMBER_ACTION = "member"  # empty: a hit is the answer
+from p4rt.names import DEFAULT_SLOTS, EGRESS, MEMBER_ACTION
 
 
 def decision_tables(app: dict) -> set[str]:

@@ -17,8 +17,8 @@ import re
 from compiler import intervals
 from compiler.p4 import mold
 from compiler.p4.controls import egress, ingress
-from compiler.p4.layout import DEFAULT_SLOTS, AppLayout
-from compiler.p4.names import ident
+from compiler.p4.layout import AppLayout
+from p4rt.names import DEFAULT_SLOTS, ident
 
 
 def section(title: str) -> str:

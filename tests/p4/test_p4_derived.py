@@ -14,8 +14,7 @@ import pytest
 
 from compiler.compile import compile_files
 from compiler.p4.derived import combined, entries, for_target, slots_of
-from compiler.p4.runtime import program_p4info
-from compiler.p4info import build_p4info
+from p4rt.p4info import build_p4info, program_p4info
 from compiler.tables import ALL_PORTS_GROUP, stable_ids
 
 ROOT = Path(__file__).resolve().parents[2]

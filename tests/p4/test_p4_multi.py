@@ -9,7 +9,7 @@ import pytest
 from compiler.compile import compile_text
 from compiler.p4 import emit_program
 from compiler.p4.__main__ import main, merge_entries
-from compiler.p4info import build_p4info
+from p4rt.p4info import build_p4info
 from tests.p4.p4_structure import problems
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,8 @@ import pytest
 
 from compiler.compile import compile_text
 from compiler.p4 import emit_program
-from compiler.p4.names import KEYWORDS, ident
-from compiler.p4.runtime import program_p4info
-from compiler.p4info import build_p4info
+from p4rt.names import KEYWORDS, ident
+from p4rt.p4info import build_p4info, program_p4info
 from tests.p4.p4_structure import problems
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "p4"
@@ -25,7 +24,7 @@ ITCH = (GOLDEN / "itch" / "program.p4").read_text()
 def _info(case: str):
     from google.protobuf import text_format
 
-    from compiler.p4runtime_protos import p4info_pb2
+    from p4rt.protos import p4info_pb2
 
     return text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
 

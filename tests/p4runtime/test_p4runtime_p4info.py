@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 from google.protobuf import text_format
 
-from compiler.p4info import DROP_REASONS as DECLARED_DROP_REASONS
-from compiler.p4info import build_p4info, p4info_text
-from compiler.p4runtime_entries import BadValue, P4InfoIndex, decode, encode, entry_dict, table_entry
-from compiler.p4runtime_protos import p4info_pb2
+from p4rt.entries import entry_dict, table_entry
+from p4rt.index import P4InfoIndex
+from p4rt.p4info import DROP_REASONS as DECLARED_DROP_REASONS
+from p4rt.p4info import build_p4info
+from p4rt.protos import p4info_pb2
+from p4rt.values import BadValue, decode, encode
 from p4runtime_helpers import compiled
 from switch.dataplane import DROP_REASONS
 
@@ -47,8 +49,8 @@ def test_names_ids_and_widths_follow_the_contract():
 
 def test_ids_are_deterministic_and_text_round_trips():
     c = compiled()
-    text = p4info_text(c.pipeline)
-    assert text == p4info_text(compiled().pipeline)
+    text = text_format.MessageToString(build_p4info(c.pipeline))
+    assert text == text_format.MessageToString(build_p4info(compiled().pipeline))
     assert text_format.Parse(text, p4info_pb2.P4Info()) == build_p4info(c.pipeline)
     # Ids hang on names: a table keeps its id when the pipeline loses other stages.
     ids = {t.preamble.name: t.preamble.id for t in build_p4info(c.pipeline).tables}

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from compiler.p4info import build_p4info
+from p4rt.p4info import build_p4info
 from p4runtime_helpers import compiled, expected_split, frame, messages, received_split
 from switch.device import Device, PipelineConfig
 from switch.ports import PortError, Ports, QueuePort, UdpPort, parse_binding, parse_port_option
