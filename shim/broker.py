@@ -26,6 +26,7 @@ from pathlib import Path
 
 from shim.datapath import DataPath
 from shim.groups import Coordinator, Group, parse_assignment
+from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
@@ -47,6 +48,7 @@ class Config:
     topics: list = field(default_factory=list)  # from --config: [{"name", "partitions", "configs"}]
     # Broker-wide topic config defaults from --config (`log.flush.interval.*` -> `flush.*`).
     topic_defaults: dict = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
 
 
 class Broker:

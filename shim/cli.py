@@ -23,7 +23,9 @@ def register(subparsers) -> None:
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="JSON: {\"topics\": [{\"name\", \"partitions\", \"configs\": {...}}], "
                         "\"partitions\": N, \"auto_create\": bool, "
-                        "\"log.flush.interval.messages\": N, \"log.flush.interval.ms\": N}")
+                        "\"log.flush.interval.messages\": N, \"log.flush.interval.ms\": N, "
+                        "\"max.connections\": N, \"connections.max.idle.ms\": N, "
+                        "\"queued.max.request.bytes\": N, \"fetch.max.bytes\": N}")
     p.add_argument("--switch", choices=("native", "python"), default="native",
                    help="software switch implementation")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -73,6 +75,7 @@ def run_topic(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from shim.broker import Config
+    from shim.limits import Limits
     from shim.server import serve
     from shim.topics import BROKER_DEFAULTS, TopicError
 
@@ -90,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         config.auto_create = bool(doc.get("auto_create", config.auto_create))
         config.topic_defaults = {topic_name: str(int(doc[name])) for name, topic_name
                                  in BROKER_DEFAULTS.items() if name in doc}
+        config.limits = Limits.from_config(doc)
         topics = doc.get("topics", [])
     config.topics = topics
     try:

@@ -95,6 +95,9 @@ class Segment:
     starts: list[int] = field(default_factory=list)  # byte position of each batch
     size: int = 0
     max_timestamp: int = -1
+    # The time index: the newest timestamp of batches 0..i (their headers' max timestamps),
+    # non-decreasing, so ListOffsets by time bisects it instead of reading every batch.
+    newest: list[int] = field(default_factory=list)
 
     def span(self, i: int, j: int) -> bytes:
         """The bytes of batches i..j-1."""
@@ -106,11 +109,24 @@ class Segment:
             f.seek(a)
             return f.read(b - a)
 
-    def add(self, first: int, last: int, length: int) -> None:
+    def add(self, first: int, last: int, length: int, max_timestamp: int) -> None:
         self.firsts.append(first)
         self.lasts.append(last)
         self.starts.append(self.size)
+        self.newest.append(max(self.newest[-1], max_timestamp) if self.newest else max_timestamp)
         self.size += length
+
+    def drop_front(self, k: int, headers: list[int]) -> None:
+        """Forget batches 0..k-1 (in-memory segments); `headers`: the kept batches' own max
+        timestamps, to rebuild the time index without the dropped ones."""
+        cut = self.starts[k] if k < len(self.starts) else self.size
+        del self.data[:cut]
+        self.firsts, self.lasts = self.firsts[k:], self.lasts[k:]
+        self.starts = [p - cut for p in self.starts[k:]]
+        self.size -= cut
+        self.newest = []
+        for t in headers:
+            self.newest.append(max(self.newest[-1], t) if self.newest else t)
 
 
 class PartitionLog:
@@ -185,34 +201,32 @@ class PartitionLog:
             for i in range(len(s.starts)):
                 yield read_batch_header(s.span(i, i + 1), verify_crc=False)
 
-    def _batches(self):
-        for s in self.segments:
-            for i in range(len(s.starts)):
-                yield s.span(i, i + 1)
-
     def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record stamped at or after `timestamp`."""
-        for b in self._batches():
-            if read_batch_header(b, verify_crc=False).max_timestamp >= timestamp:
-                for r in decode_batch(b, verify_crc=False).records:
+        """(offset, timestamp) of the first record stamped at or after `timestamp`: the
+        time index names the first batch that can hold one; only that batch is decoded."""
+        for s in self.segments:
+            i = bisect.bisect_left(s.newest, timestamp)
+            while i < len(s.starts):  # a batch whose header overstates its records: go on
+                for r in decode_batch(s.span(i, i + 1), verify_crc=False).records:
                     if r.timestamp >= timestamp:
                         return r.offset, r.timestamp
+                i += 1
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the newest timestamp, (-1, -1) if
         empty: the record's own offset, as Kafka answers since 3.8 (KAFKA-16310), not the
         end of its batch (confluent-kafka's list_offsets test checks it)."""
-        best, best_batch = (-1, -1), None
-        for b in self._batches():
-            h = read_batch_header(b, verify_crc=False)
-            if h.max_timestamp > best[1]:
-                best, best_batch = (h.last_offset, h.max_timestamp), b
-        if best_batch is not None:
-            for r in decode_batch(best_batch, verify_crc=False).records:
-                if r.timestamp == best[1]:
-                    return r.offset, r.timestamp
-        return best
+        newest = max((s.newest[-1] for s in self.segments if s.newest), default=-1)
+        if newest < 0:
+            return -1, -1
+        s = next(s for s in self.segments if s.newest and s.newest[-1] == newest)
+        i = bisect.bisect_left(s.newest, newest)
+        batch = s.span(i, i + 1)
+        for r in decode_batch(batch, verify_crc=False).records:
+            if r.timestamp == newest:
+                return r.offset, r.timestamp
+        return read_batch_header(batch, verify_crc=False).last_offset, newest
 
     # --- writing --------------------------------------------------------------------
 
@@ -240,7 +254,8 @@ class PartitionLog:
             if self.flush_messages > 0 and self._unflushed >= self.flush_messages:
                 self._flush_or_undo(active)
         for batch, last_offset, max_timestamp in batches:
-            active.add(int.from_bytes(batch[0:8], "big", signed=True), last_offset, len(batch))
+            active.add(int.from_bytes(batch[0:8], "big", signed=True), last_offset, len(batch),
+                       max_timestamp)
             # A batch without timestamps (-1) ages from when it arrived, not from 1970.
             stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
             active.max_timestamp = max(active.max_timestamp, stamp)
@@ -350,11 +365,9 @@ class PartitionLog:
             k = bisect.bisect_left(s.lasts, offset)
             if k == 0 or s.data is None:
                 continue
-            cut = s.starts[k] if k < len(s.starts) else s.size
-            del s.data[:cut]
-            s.firsts, s.lasts = s.firsts[k:], s.lasts[k:]
-            s.starts = [p - cut for p in s.starts[k:]]
-            s.size -= cut
+            kept = [read_batch_header(s.span(i, i + 1), verify_crc=False).max_timestamp
+                    for i in range(k, len(s.starts))]
+            s.drop_front(k, kept)
 
     def delete(self) -> None:
         for s in self.segments:
@@ -392,7 +405,7 @@ class PartitionLog:
                     h = read_batch_header(data, pos)
                 except RecordBatchError:
                     break  # a torn tail: keep what was written whole
-                seg.add(h.base_offset, h.last_offset, h.size)
+                seg.add(h.base_offset, h.last_offset, h.size, h.max_timestamp)
                 seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
                 pos += h.size
             if pos != len(data):
