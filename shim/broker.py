@@ -30,6 +30,7 @@ from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
+from shim.schema import describe_source
 from shim.topics import Catalog, Topic, TopicError
 
 log = logging.getLogger("camus.broker")
@@ -65,6 +66,9 @@ class Broker:
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self.changed = asyncio.Event()
+        # Per topic or view: bytes and records produced, bytes fetched (`topic_counters`).
+        self.traffic: dict[str, dict[str, int]] = {}
+        self._miss_warned: dict[tuple[str, str], tuple[float, int]] = {}  # -> (when, misses then)
         self._load_offsets()
         # A topic whose logs or view cannot be opened is reported and left out of this run
         # (its files and catalog entry stay as they are): one bad entry never stops a restart.
@@ -77,7 +81,8 @@ class Broker:
         for t in config.topics:  # the --config file's topics, created once
             if self.catalog.get(t["name"]) is None:
                 self.create_topic(t["name"], int(t.get("partitions", config.default_partitions)),
-                                  {k: str(v) for k, v in t.get("configs", {}).items()})
+                                  {k: str(v) for k, v in t.get("configs", {}).items()},
+                                  partitions_given="partitions" in t)
 
     # --- topics -----------------------------------------------------------------------
 
@@ -119,8 +124,8 @@ class Broker:
         return lg
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     validate_only: bool = False) -> Topic:
-        topic = self.catalog.check(name, partitions, configs)
+                     validate_only: bool = False, partitions_given: bool = False) -> Topic:
+        topic = self.catalog.check(name, partitions, configs, not partitions_given)
         if validate_only:
             return topic
         # Every step that can fail comes before the catalog records the topic; a failure
@@ -176,6 +181,7 @@ class Broker:
             if lg is not None:
                 lg.delete()
         self.catalog.remove(topic)
+        self.traffic.pop(topic.name, None)
         self._refresh_member_subscriptions()
         log.info("deleted topic %r", topic.name)
 
@@ -238,7 +244,42 @@ class Broker:
             first = last - b.last_offset_delta
             self._deliver(topic, partition, b, first, last + 1)
         self.changed.set()
+        self.count(topic.name, bytes_in=len(raw), records_in=offset - base)
+        if topic.schema is not None and topic.schema.misses:
+            self._warn_misses(topic)
         return base
+
+    def count(self, name: str, **amounts: int) -> None:
+        counters = self.traffic.setdefault(name, {})
+        for key, n in amounts.items():
+            counters[key] = counters.get(key, 0) + n
+
+    def _warn_misses(self, topic: Topic) -> None:
+        """A schema field that records lack (a path typo, `$.Price` for `price`) silently
+        empties views; say so in the log, at most once a minute per field."""
+        now = time.monotonic()
+        for f in topic.schema.fields:
+            n = topic.schema.misses.get(f.name, 0)
+            when, before = self._miss_warned.get((topic.name, f.name), (-60.0, 0))
+            if n > before and now - when >= 60:
+                log.warning("topic %r: %d record(s) had no value for schema field %r "
+                            "(source %s) and were given %s; check camus.schema", topic.name,
+                            n - before, f.name, describe_source(f),
+                            "spaces" if f.is_string else "0")
+                self._miss_warned[(topic.name, f.name)] = (now, n)
+
+    def topic_counters(self, topic: Topic) -> dict[str, int]:
+        """What the broker counted for a topic or view, for DescribeConfigs and `camus topic
+        describe`: traffic, per-field schema misses, a view's switch port and its packets."""
+        out = dict(self.traffic.get(topic.name, {}))
+        if topic.schema is not None and not topic.is_view:
+            for f in topic.schema.fields:
+                out[f"misses.{f.name}"] = topic.schema.misses.get(f.name, 0)
+        for port, view in self.view_ports.items():
+            if view == topic.name:
+                out["switch_port"] = port
+                out["switch_packets_out"] = self.datapath.stats.packets_out.get(port, 0)
+        return out
 
     def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
                  end: int) -> None:

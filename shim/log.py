@@ -342,8 +342,10 @@ class PartitionLog:
         dropped = 0
         while self.segments and self.segments[0].starts:
             first = self.segments[0]
-            # Kafka's rule: drop a segment only if what remains still holds retention_bytes.
-            too_big = self.retention_bytes >= 0 and self.size - first.size >= self.retention_bytes
+            # Kafka's rule: drop a segment only if what remains still holds retention_bytes,
+            # and never the active one for size (so retention.bytes=0 keeps the newest).
+            too_big = (self.retention_bytes >= 0 and len(self.segments) > 1
+                       and self.size - first.size >= self.retention_bytes)
             too_old = (by_time and self.retention_ms >= 0
                        and first.max_timestamp < now_ms - self.retention_ms)
             if not (too_big or too_old):

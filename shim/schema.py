@@ -149,6 +149,15 @@ class Schema:
 _UNPARSED = object()
 
 
+def describe_source(f: SchemaField) -> str:
+    """Where a field's value comes from, as camus.schema spells it."""
+    if f.source == "json":
+        return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in f.path)
+    if f.source == "bytes":
+        return "bytes:" + ":".join(map(str, f.path))
+    return f"header:{f.path[0]}" if f.source == "header" else f.source
+
+
 def parse_schema(text: str) -> Schema:
     fields: list[SchemaField] = []
     col = 1

@@ -52,6 +52,8 @@ DEFAULTS = {
     "flush.messages": str(2**63 - 1),
     "flush.ms": str(2**63 - 1),
 }
+MIN_SEGMENT_BYTES = 14  # Kafka's lower bound for segment.bytes
+
 # Broker-wide defaults a --config file may set, by Kafka's broker property names.
 BROKER_DEFAULTS = {"log.flush.interval.messages": "flush.messages",
                    "log.flush.interval.ms": "flush.ms"}
@@ -144,8 +146,10 @@ class Catalog:
         src = self.get(topic.source) if topic.is_view else None
         return src.partitions if src else topic.partitions
 
-    def check(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        """The topic `CreateTopics` would make; TopicError says why it cannot be."""
+    def check(self, name: str, partitions: int, configs: dict[str, str],
+              partitions_defaulted: bool = True) -> Topic:
+        """The topic `CreateTopics` would make; TopicError says why it cannot be.
+        `partitions_defaulted`: the count was not given (a view takes its source's then)."""
         if not legal_topic_name(name):
             raise TopicError(f"illegal topic name {name!r}: up to 249 of [A-Za-z0-9._-]",
                              "invalid_topic_exception")
@@ -161,6 +165,15 @@ class Catalog:
                 except ValueError:
                     raise TopicError(f"{key}={configs[key]!r} is not an integer",
                                      "invalid_config") from None
+        if configs.get("cleanup.policy", "delete") != "delete":
+            raise TopicError(f"cleanup.policy={configs['cleanup.policy']!r}: only 'delete' is "
+                             "implemented (no log compaction yet)", "invalid_config")
+        if int(configs.get("segment.bytes", MIN_SEGMENT_BYTES)) < MIN_SEGMENT_BYTES:
+            raise TopicError(f"segment.bytes={configs['segment.bytes']}: must be at least "
+                             f"{MIN_SEGMENT_BYTES}, as on Kafka", "invalid_config")
+        for key in ("retention.bytes", "retention.ms", "flush.messages", "flush.ms"):
+            if key in configs and int(configs[key]) < -1:
+                raise TopicError(f"{key}={configs[key]}: must be -1 or more", "invalid_config")
         if (FILTER in configs) != (SOURCE in configs):
             raise TopicError(f"a view needs both {SOURCE} and {FILTER}", "invalid_config")
         topic = Topic(name, uuid.uuid4(), self.next_number, partitions, dict(configs),
@@ -175,6 +188,11 @@ class Catalog:
                                  "invalid_config")
             if SCHEMA in configs:
                 raise TopicError(f"a view takes its source's {SCHEMA}", "invalid_config")
+            if partitions != source.partitions and not partitions_defaulted:
+                # Not an error: kafka-python's and other clients' topic types always carry a
+                # count. The answer carries the real count; the log and `camus topic` say so.
+                log.warning("view %r gets its source %r's %d partitions, not the %d asked for",
+                            name, source.name, source.partitions, partitions)
             topic.partitions = source.partitions
         try:
             self._derive(topic)

@@ -106,7 +106,8 @@ def handle_create_topics(ctx, request):
                 raise TopicError(f"replication factor {t.replication_factor}: there is one "
                                  "broker", "invalid_replication_factor")
             topic = broker.create_topic(t.name, parts, configs,
-                                        validate_only=request.body.validate_only)
+                                        validate_only=request.body.validate_only,
+                                        partitions_given=t.num_partitions != -1 or bool(t.assignments))
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
                          replication_factor=1, error_code=ErrorCode.none,
                          configs=topic_configs(topic))
@@ -182,7 +183,10 @@ def handle_describe_configs(ctx, request):
                 entry.update(error_code=ErrorCode.unknown_topic_or_partition,
                              error_message=f"no topic {r.resource_name!r}")
             else:
-                entry["configs"] = topic_configs(topic, keys)
+                counters = [_config(f"camus.stats.{k}", str(v), DEFAULT_CONFIG, True)
+                            for k, v in sorted(broker.topic_counters(topic).items())]
+                entry["configs"] = topic_configs(topic, keys) + [
+                    c for c in counters if keys is None or c["name"] in keys]
         elif r.resource_type == BROKER_RESOURCE:
             entry["configs"] = broker_configs(broker.config, keys)
         else:

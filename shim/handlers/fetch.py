@@ -57,6 +57,10 @@ async def handle_fetch(ctx, request):
         left = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if size >= max(body.min_bytes, 1) or errors or left <= 0:
+            for t in responses:
+                if ctx.broker.catalog.get(t["name"]) is not None:
+                    ctx.broker.count(t["name"], bytes_out=sum(len(p["records"])
+                                                              for p in t["partitions"]))
             return request.response(responses=responses, session_id=0, error_code=ErrorCode.none)
         await ctx.broker.wait_for_data(left)
 
