@@ -35,7 +35,7 @@ def load() -> ModuleType | None:
         built = getattr(module, "ABI_VERSION", None)
         if built == ABI_VERSION:
             return module
-        problem = f"is stale (built with ABI version {built}, this source expects {ABI_VERSION})"
+        problem = f"is stale (its ABI_VERSION is {built!r}, this source expects {ABI_VERSION})"
     warnings.warn(
         f"shim._native, the broker's compiled Kafka fast paths (shim/native), {problem}: the "
         "record walk, JSON fields and reframing fall back to pure Python, about 30x slower "

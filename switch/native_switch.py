@@ -28,7 +28,7 @@ def load() -> ModuleType:
         raise ImportError(_advice(f"is not built ({exc})")) from exc
     built = getattr(module, "ABI_VERSION", None)
     if built != ABI_VERSION:
-        raise ImportError(_advice(f"is stale (built with ABI version {built}, "
+        raise ImportError(_advice(f"is stale (its ABI_VERSION is {built!r}, "
                                   f"this source expects {ABI_VERSION})"))
     return module
 
