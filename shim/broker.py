@@ -50,6 +50,7 @@ class Config:
     # Broker-wide topic config defaults from --config (`log.flush.interval.*` -> `flush.*`).
     topic_defaults: dict = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    metrics: tuple[str, int] | None = None  # serve Prometheus metrics at this address
 
 
 class Broker:
@@ -68,6 +69,8 @@ class Broker:
         self.changed = asyncio.Event()
         # Per topic or view: bytes and records produced, bytes fetched (`topic_counters`).
         self.traffic: dict[str, dict[str, int]] = {}
+        self.requests: dict[str, int] = {}  # requests answered, by API name
+        self.metrics = None  # shim.metrics.Metrics, with --metrics
         self._miss_warned: dict[tuple[str, str], tuple[float, int]] = {}  # -> (when, misses then)
         self._load_offsets()
         # A topic whose logs or view cannot be opened is reported and left out of this run

@@ -31,6 +31,8 @@ def register(subparsers) -> None:
                         "\"queued.max.request.bytes\": N, \"fetch.max.bytes\": N}")
     p.add_argument("--switch", choices=("native", "python"), default="native",
                    help="software switch implementation")
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug detail")
     p.add_argument("-q", "--quiet", action="count", default=0, help="log warnings and errors only")
     p.set_defaults(func=run)
@@ -115,6 +117,11 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--listen {args.listen!r}: expected HOST:PORT with a port in 0..65535")
     config = Config(host=host or "127.0.0.1", port=int(port), data_dir=args.data_dir,
                     switch_impl=args.switch)
+    if args.metrics:
+        mhost, sep, mport = args.metrics.rpartition(":")
+        if not sep or not mport.isdigit() or not 0 <= int(mport) <= 65535:
+            return fail(f"--metrics {args.metrics!r}: expected HOST:PORT with a port in 0..65535")
+        config.metrics = (mhost or "127.0.0.1", int(mport))
     if args.config:
         try:
             doc = json.loads(args.config.read_text())
@@ -139,8 +146,6 @@ def run(args: argparse.Namespace) -> int:
     except TopicError as exc:
         return fail(f"--config: {exc}")
     except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return fail(f"cannot listen on {args.listen}: the address is in use "
-                        "(another camus serve, or a Kafka broker?)")
-        return fail(f"cannot listen on {args.listen}: {exc.strerror or exc}")
+        hint = " (another camus serve, or a Kafka broker?)" if exc.errno == errno.EADDRINUSE else ""
+        return fail(f"{exc.strerror or exc}{hint}")
     return 0

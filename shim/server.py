@@ -26,6 +26,7 @@ import time
 from shim.broker import Broker, Config
 from shim.handlers import HANDLERS, Context
 from shim.limits import SMALL_REQUEST, RequestMemory
+from shim.metrics import Metrics
 from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_response
 
 log = logging.getLogger("camus.server")
@@ -38,11 +39,16 @@ async def _answer(ctx: Context, request, flush):
     if handler is None:
         log.warning("no handler for %s v%d", request.api.name, request.api_version)
         return request.error_response(ErrorCode.unsupported_version)
+    started = time.perf_counter()
     try:
         result = handler(ctx, request)
         if inspect.isawaitable(result):
             await flush()  # it may park (a long-poll, a join): earlier answers go out first
             result = await result
+        requests = ctx.broker.requests
+        requests[request.api.name] = requests.get(request.api.name, 0) + 1
+        if ctx.broker.metrics is not None:
+            ctx.broker.metrics.observe(request.api.name, started)
         return result
     except Exception:
         log.exception("%s v%d from %s failed", request.api.name, request.api_version,
@@ -169,6 +175,10 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
         except (NotImplementedError, RuntimeError):
             pass  # not in the main thread (tests)
     tasks = [asyncio.create_task(_housekeeping(broker))]
+    metrics_server = None
+    if config.metrics is not None:
+        broker.metrics = Metrics(broker)
+        metrics_server = await broker.metrics.serve(*config.metrics)
     if on_ready is not None:
         on_ready(broker)
     async with server:
@@ -178,4 +188,6 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
         for t in [*tasks, *connections]:
             t.cancel()
         await asyncio.gather(*tasks, *connections, return_exceptions=True)
+        if metrics_server is not None:
+            metrics_server.close()
     broker.save_offsets()

@@ -34,7 +34,8 @@ def one_line_error(out: subprocess.CompletedProcess, *words: str) -> str:
 
 
 def test_serve_explains_bad_starts_in_one_line(broker, tmp_path):
-    one_line_error(camus("serve", "--listen", broker.bootstrap), "address is in use")
+    one_line_error(camus("serve", "--listen", broker.bootstrap), "address already in use",
+                   str(broker.port))
     one_line_error(camus("serve", "--listen", "127.0.0.1"), "HOST:PORT")
     one_line_error(camus("serve", "--listen", "127.0.0.1:70000"), "0..65535")
     one_line_error(camus("serve", "--config", str(tmp_path / "none.json")), "No such file")
@@ -112,3 +113,28 @@ def test_retention_bytes_zero_keeps_the_active_segment_readable(broker):
         p.produce(topic, str(i).encode(), partition=0)
     assert p.flush(10) == 0
     assert [m.value() for m in consume(broker.bootstrap, topic, 5)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_metrics_endpoint_speaks_prometheus(camus_server):
+    import re
+    import urllib.request
+
+    server = camus_server(extra=["--metrics", "127.0.0.1:0"])
+    m = wait_until(lambda: re.search(r"metrics on (http://[\d.]+:\d+/metrics)", server.stderr()))
+    assert m, server.stderr()
+    src, view = unique("ms"), unique("mv")
+    create(server.bootstrap, NewTopic(src, 1, 1, config={"camus.schema": "n:u32=$.n"}))
+    create(server.bootstrap, NewTopic(view, config={"camus.source": src, "camus.filter": "n > 4"}))
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(10):
+        p.produce(src, json.dumps({"n": i}).encode(), partition=0)
+    p.produce(src, b'{"x": 1}', partition=0)
+    assert p.flush(10) == 0
+    assert len(consume(server.bootstrap, view, 5)) == 5
+    text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+    assert re.search(r'^camus_requests_total\{api="Produce"\} [1-9]', text, re.M)
+    assert re.search(r'^camus_request_seconds_count\{api="Fetch"\} [1-9]', text, re.M)
+    assert f'camus_topic_records_in_total{{topic="{src}"}} 11.0' in text
+    assert f'camus_schema_misses_total{{field="n",topic="{src}"}} 1.0' in text
+    assert re.search(rf'^camus_view_packets_total\{{port="\d+",view="{view}"\}} 5.0', text, re.M)
+    assert re.search(rf'^camus_topic_bytes_out_total\{{topic="{view}"\}} [1-9]', text, re.M)
