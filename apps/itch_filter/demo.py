@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from apps.itch_filter import binaryfile, feed, mold
+from apps.itch_filter import binaryfile, feed, moldudp64
 from apps.itch_filter.publisher import Publisher
 from apps.itch_filter.receiver import Result
 from apps.itch_filter.retransmit import Server, Store
@@ -44,7 +44,7 @@ from compiler.compile import Compiled, compile_rules
 from compiler.rules import parse_rules
 from switch.dataplane import load
 
-SESSION = mold.session_id("CAMUSDEMO1")
+SESSION = moldudp64.session_id("CAMUSDEMO1")
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0  # subscriber processes import the compiler before they bind
 
