@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shim.datapath import DataPath
-from shim.groups import Coordinator, Group, parse_assignment
+from shim.group_coordinator import Coordinator, Group, parse_assignment
 from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers

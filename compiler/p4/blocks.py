@@ -1,7 +1,7 @@
 """P4 text shared by the ingress and egress emitters: tables, the stage walk, copy lengths.
 
 Both `compiler.p4.controls` (the two controls, single-message applications) and
-`compiler.p4.mold` (MoldUDP64's passes and per-copy pruning) build their code from these,
+`compiler.p4.moldudp64_pruning` (MoldUDP64's passes and per-copy pruning) build their code from these,
 so a table declaration or a length computation is written in one place.
 """
 
