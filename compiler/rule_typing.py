@@ -37,15 +37,24 @@ class RuleTyper:
     def error(self, message: str, tok: Token) -> RuleError:
         return RuleError(message, tok.line, tok.column, self.source)
 
+    def number(self, digits: str, base: int, limit: int, tok: Token) -> int:
+        """`digits` as an integer; one far too long for `limit` is limit + 1, not converted
+        (Python refuses to convert more than 4,300 decimal digits, and needs not try)."""
+        if base == 16 and digits[:2].lower() == "0x":
+            digits = digits[2:]
+        if len(digits.lstrip("0")) > len(format(limit, "x" if base == 16 else "d")):
+            return limit + 1
+        return int(digits, base)
+
     def port(self, tok: Token) -> int:
         if tok.type == "INT" and tok.value.isdigit():
-            port = int(tok.value)
+            port = self.number(tok.value, 10, MAX_PORT, tok)
         elif tok.type == "HEX" and "/" not in tok.value:
-            port = int(tok.value, 16)
+            port = self.number(tok.value, 16, MAX_PORT, tok)
         else:
             raise self.error(f"expected a port number, not {tok.value!r}", tok)
         if not 1 <= port <= MAX_PORT:
-            raise self.error(f"port {port} is out of range (1..{MAX_PORT})", tok)
+            raise self.error(f"port {_shown(tok.value)} is out of range (1..{MAX_PORT})", tok)
         return port
 
     def lookup(self, name: str) -> QueryField | None:
@@ -108,10 +117,10 @@ class RuleTyper:
         text = tok.value
         if tok.type in ("INT", "HEX"):
             digits, _, plen = text.partition("/")
-            value = int(digits, 16) if tok.type == "HEX" else int(digits)
+            value = self.number(digits, 16 if tok.type == "HEX" else 10, field.max_value, tok)
             if value > field.max_value:
-                raise self.error(f"constant {digits} does not fit in {field.width}-bit field "
-                                 f"'{field.qname}' (max {field.max_value})", tok)
+                raise self.error(f"constant {_shown(digits)} does not fit in {field.width}-bit "
+                                 f"field '{field.qname}' (max {field.max_value})", tok)
             return self.prefix(field, value, plen, tok)
         if tok.type == "IPV4":
             addr, _, plen = text.partition("/")
@@ -148,9 +157,14 @@ class RuleTyper:
         """`value/plen`: the prefix's network value (host bits cleared) and its length."""
         if not plen:
             return value, None
-        length = int(plen)
+        length = self.number(plen, 10, field.width, tok)
         if length > field.width:
             raise self.error(f"prefix length /{length} is longer than the {field.width}-bit "
                              f"field '{field.qname}'", tok)
         mask = ((1 << length) - 1) << (field.width - length)
         return value & mask, length
+
+
+def _shown(digits: str) -> str:
+    """A constant as an error message quotes it: whole, or its ends if it is very long."""
+    return digits if len(digits) <= 40 else f"{digits[:16]}...{digits[-8:]} ({len(digits)} digits)"
