@@ -239,7 +239,8 @@ class Broker:
             data = src_log.read(src_log.start_offset, 1 << 62)
             for batch in decode_batches(data) if data else []:
                 self.datapath.send(source.number, p, source.schema, batch.records, only=port,
-                                   then=lambda got, vlog=vlog: self._append_view(vlog, got.get(port, [])))
+                                   then=lambda got, vlog=vlog: self._append_view(
+                                       vlog, got.get(port, [])))
             self.datapath.after(partial(vlog.advance, src_log.next_offset))
         self.datapath.after(partial(self._replayed, view.name))
 

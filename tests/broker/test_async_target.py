@@ -46,7 +46,8 @@ def test_views_get_exactly_their_records_and_plain_topics_are_unaffected(later_b
     src, live, plain = unique("later"), unique("later-live"), unique("later-plain")
     create(bootstrap, NewTopic(src, 2, 1, config={"camus.schema": "n:u32=$.n"}),
            NewTopic(plain, 2, 1))
-    create(bootstrap, NewTopic(live, config={"camus.source": src, "camus.filter": "n < 10 or n >= 30 and n < 45"}))
+    create(bootstrap, NewTopic(live, config={"camus.source": src,
+                                             "camus.filter": "n < 10 or n >= 30 and n < 45"}))
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
     values = [json.dumps({"n": n, "pad": "x" * (n % 7) * 400}).encode() for n in range(60)]
     for n, v in enumerate(values):

@@ -103,7 +103,8 @@ def run(native: bool, batches, only_view=False, all_json=False):
         view, member = dp.allocate_port(), dp.allocate_port()
         dp.subscribe(view, 1, None, view_filter(dp.spec, schema, "sel == 7"))
         dp.subscribe(member, 1, frozenset([0]), view_filter(dp.spec, schema, "h > 2"), log=False)
-        outs = [delivered(dp.send, 1, p, schema, recs, shift=shift, only=view if only_view else None)
+        outs = [delivered(dp.send, 1, p, schema, recs, shift=shift,
+                          only=view if only_view else None)
                 for p, shift, recs in batches]
         return outs, dp.stats, schema.misses, {p: (r.pending, r.malformed)
                                                for p, r in dp.reassemblers.items()}
