@@ -155,6 +155,10 @@ class DataPath:
         log.debug("target updated: %d writes for %d subscriptions", len(changes), len(subs))
         return len(changes)
 
+    def close(self) -> None:
+        """Release the target (a remote one's connections and threads)."""
+        self.target.close()
+
     # --- data -------------------------------------------------------------------------
 
     def wants(self, topic_number: int) -> bool:
@@ -242,9 +246,11 @@ class DataPath:
         """The target's receiver: what `sent` made it emit, then what waited behind it."""
         head = self._under_way.popleft()
         assert head is sent, "the target reported out of send order"
-        sent.then(self._received(sent, emitted))
-        while self._under_way and not isinstance(self._under_way[0], _Sent):
-            self._under_way.popleft()()
+        try:
+            sent.then(self._received(sent, emitted))
+        finally:
+            while self._under_way and not isinstance(self._under_way[0], _Sent):
+                self._under_way.popleft()()
 
     def _received(self, sent: _Sent, emitted: Emitted) -> Delivered:
         """What each of `sent.logs` received, from the copies the target emitted."""
