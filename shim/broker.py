@@ -306,13 +306,17 @@ class Broker:
 
     def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
                  end: int) -> None:
-        # A topic nobody subscribes to skips the target; `then` runs at once (in turn).
+        if not self.datapath.wants(topic.number) and not self.catalog.views_of(topic.name):
+            return  # a plain topic: nobody receives its records, no view moves past them
         self.datapath.send_batch(topic.number, partition, topic.schema, batch,
                                  then=partial(self._delivered, topic.name, partition, end),
                                  shift=base - batch.base_offset)
 
     def _delivered(self, name: str, partition: int, end: int, out: Delivered) -> None:
         """The target's report on a produced batch: views append, and end past it."""
+        views = self.catalog.views_of(name)
+        if not views:  # only group members receive it (or it was deleted under way)
+            return
         for port, got in out.items():
             view = self.view_ports.get(port)
             if view is not None:
@@ -320,10 +324,8 @@ class Broker:
             # Group members' ports are subscribed with log=False: the data path counts what
             # they receive; members read the topic's or view's log, so committed offsets stay
             # valid across rebalances.
-        src = self.logs.get((name, partition))
-        if src is None:  # the topic was deleted while its batch was under way
-            return
-        for v in self.catalog.views_of(name):
+        src = self.logs[(name, partition)]
+        for v in views:
             if v.name not in self.replaying:
                 vlog = self.logs[(v.name, partition)]
                 vlog.advance(end)
