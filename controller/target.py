@@ -96,15 +96,23 @@ class Target(abc.ABC):
         """Release what the target holds (connections, threads); the embedded one holds none."""
 
 
-KINDS = ("embedded",)
+def check_spec(spec: str) -> tuple[str, str]:
+    """(kind, argument) of a target spec; ValueError saying what is known if it names no
+    target (so `camus serve --target` can refuse it in one line before anything starts)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "embedded":
+        from switch.dataplane import IMPLEMENTATIONS
+
+        if (arg or "native") not in IMPLEMENTATIONS:
+            raise ValueError(f"embedded:IMPL takes one of {', '.join(IMPLEMENTATIONS)}")
+        return kind, arg or "native"
+    raise ValueError(f"unknown target {spec!r} (known: embedded:native, embedded:python)")
 
 
 def open_target(spec: str) -> Target:
     """The target `spec` names, not yet loaded: "embedded:native" or "embedded:python" (the
     in-process software switch, `controller.embedded`)."""
-    kind, _, arg = spec.partition(":")
-    if kind == "embedded":
-        from controller.embedded import EmbeddedTarget
+    _, impl = check_spec(spec)
+    from controller.embedded import EmbeddedTarget
 
-        return EmbeddedTarget(arg or "native")
-    raise ValueError(f"unknown target {spec!r} (kinds: {', '.join(KINDS)})")
+    return EmbeddedTarget(impl)

@@ -106,6 +106,7 @@ def run_topic(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from controller.target import check_spec
     from shim.broker import Config
     from shim.limits import Limits
     from shim.server import serve
@@ -122,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--listen {args.listen!r}: expected HOST:PORT with a port in 0..65535")
     config = Config(host=host or "127.0.0.1", port=int(port), data_dir=args.data_dir,
                     target=f"embedded:{args.switch}" if args.switch else args.target)
+    try:
+        check_spec(config.target)
+    except ValueError as exc:
+        return fail(f"--target {config.target!r}: {exc}")
     if args.metrics:
         mhost, sep, mport = args.metrics.rpartition(":")
         if not sep or not mport.isdigit() or not 0 <= int(mport) <= 65535:
