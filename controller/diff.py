@@ -8,7 +8,7 @@ entries, modify changed ones, delete stale groups. The compiler derives state an
 ids from what they stand for, so a subscription change yields a diff proportional to
 what changed, not to the rule set.
 
-The broker (`shim.datapath`) applies these steps to its embedded software switch; the
+The broker (`shim.datapath`) hands them to its target (`controller.target`); the
 P4Runtime push (`controller.push`) computes the same difference against what a remote
 target reports.
 """

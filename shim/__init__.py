@@ -8,7 +8,7 @@ batches). `camus serve` (`shim.cli`) is built on it:
   broker.py          topics, logs, views, groups, offsets, producers: the broker's state
   topics.py          topic definitions, `camus.*` configs, checked before a topic exists
   log.py             partition logs: segment files, retention, whole-batch reads
-  datapath.py        records -> packets -> embedded switch -> endpoints; subscription diffs
+  datapath.py        records -> packets -> target -> endpoints; subscription diffs
   group_coordinator.py  the classic consumer-group state machine
   producers.py       idempotent producers' sequence windows
   topic_client.py    `camus topic`: CreateTopics/DeleteTopics/Metadata from the command line

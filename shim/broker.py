@@ -1,16 +1,20 @@
 """The broker's state and operations, independent of sockets and of the wire format.
 
 `Broker` owns the topic catalog, the source partition logs (on disk with a data dir),
-the view logs (derived: rebuilt from the source through the switch at start-up and when
-a view is created), the embedded data path, the group coordinator, committed offsets and
+the view logs (derived: rebuilt from the source through the target at start-up and when
+a view is created), the data path and its target (`Config.target`, opened by
+`controller.target.open_target`), the group coordinator, committed offsets and
 idempotent-producer state. Handlers (`shim.handlers`) translate requests into calls
 here. Everything runs on one asyncio loop, so no locks: a call that does not await
 happens atomically.
 
 Produce: offsets are assigned in the source partition log (the producer's batch bytes
 are stored as sent, base offset patched); the batch's records then go through the data
-path, and each view endpoint appends what it received, with the source offsets, to its
-own partition log. Fetch on a topic reads its source log, on a view the view's log;
+path, and when the target has reported, each view endpoint appends what it received,
+with the source offsets, to its own partition log, and every view's end moves past the
+batch. With the embedded switch that happens before Produce answers; with a target that
+reports later, a view's log grows later, in order, and never shows an end past records
+it has yet to receive. Fetch on a topic reads its source log, on a view the view's log;
 either way a long-poll waits on `changed`, set whenever any log grows.
 """
 
@@ -22,9 +26,11 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from shim.datapath import DataPath
+from controller.target import open_target
+from shim.datapath import DataPath, Delivered
 from shim.group_coordinator import Coordinator, Group, parse_assignment
 from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
@@ -45,7 +51,7 @@ class Config:
     data_dir: Path | None = None
     auto_create: bool = True
     default_partitions: int = 4  # clients' test suites produce to partition 1 of auto-created topics
-    switch_impl: str = "native"
+    target: str = "embedded:native"  # an `open_target` spec
     topics: list = field(default_factory=list)  # from --config: [{"name", "partitions", "configs"}]
     # Broker-wide topic config defaults from --config (`log.flush.interval.*` -> `flush.*`).
     topic_defaults: dict = field(default_factory=dict)
@@ -58,12 +64,13 @@ class Broker:
         self.config = config
         if config.data_dir:
             config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.datapath = DataPath(config.switch_impl)
+        self.datapath = DataPath(open_target(config.target))
         self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults)
         self.coordinator = Coordinator(self._assignments_changed)
         self.producers = Producers(config.data_dir)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
-        self.view_ports: dict[int, str] = {}  # switch port -> view name
+        self.view_ports: dict[int, str] = {}  # target port -> view name
+        self.replaying: set[str] = set()  # views whose source replay is under way
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self.changed = asyncio.Event()
@@ -95,6 +102,7 @@ class Broker:
         except Exception:
             log.exception("topic %r cannot be opened; it is left out until the next restart", t.name)
             self.catalog.set_aside(t)
+            self.replaying.discard(t.name)
             for port in [port for port, v in self.view_ports.items() if v == t.name]:
                 del self.view_ports[port]
                 self.datapath.unsubscribe(port)
@@ -152,6 +160,7 @@ class Broker:
 
     def _discard(self, topic: Topic) -> None:
         """Undo a half-made topic: its port, its logs and their files."""
+        self.replaying.discard(topic.name)
         for port in [p for p, v in self.view_ports.items() if v == topic.name]:
             del self.view_ports[port]
             self.datapath.unsubscribe(port)
@@ -178,6 +187,7 @@ class Broker:
         if topic.is_view:
             port = next(p for p, v in self.view_ports.items() if v == topic.name)
             del self.view_ports[port]
+            self.replaying.discard(topic.name)
             self.datapath.unsubscribe(port)
         for p in range(self.catalog.partitions_of(topic)):
             lg = self.logs.pop((topic.name, p), None)
@@ -212,10 +222,14 @@ class Broker:
                 self.logs[(v.name, p)] = PartitionLog()
 
     def _attach_view(self, view: Topic) -> None:
-        """Subscribe a view's port and derive its logs from the source's, through the switch."""
+        """Subscribe a view's port and derive its logs from the source's, through the target.
+
+        Until the replay is reported, batches sent before it leave the view's end alone:
+        their reports come first and hold nothing for the view (see `_delivered`)."""
         source = self.catalog.get(view.source)
         port = self.datapath.allocate_port()
         self.view_ports[port] = view.name
+        self.replaying.add(view.name)
         self.datapath.subscribe(port, source.number, None, view.filter)
         for p in range(source.partitions):
             src_log = self.logs[(source.name, p)]
@@ -224,9 +238,15 @@ class Broker:
             vlog = self.logs[(view.name, p)] = PartitionLog(start_offset=src_log.start_offset)
             data = src_log.read(src_log.start_offset, 1 << 62)
             for batch in decode_batches(data) if data else []:
-                got = self.datapath.send(source.number, p, source.schema, batch.records, only=port)
-                self._append_view(vlog, got.get(port, []))
-            vlog.advance(src_log.next_offset)
+                self.datapath.send(source.number, p, source.schema, batch.records, only=port,
+                                   then=lambda got, vlog=vlog: self._append_view(
+                                       vlog, got.get(port, [])))
+            self.datapath.after(partial(vlog.advance, src_log.next_offset))
+        self.datapath.after(partial(self._replayed, view.name))
+
+    def _replayed(self, name: str) -> None:
+        self.replaying.discard(name)
+        self.changed.set()
 
     # --- produce ----------------------------------------------------------------------
 
@@ -286,10 +306,17 @@ class Broker:
 
     def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
                  end: int) -> None:
-        out = {}
-        if self.datapath.wants(topic.number):  # else nobody is subscribed: skip the switch
-            out = self.datapath.send_batch(topic.number, partition, topic.schema, batch,
-                                           shift=base - batch.base_offset)
+        if not self.datapath.wants(topic.number) and not self.catalog.views_of(topic.name):
+            return  # a plain topic: nobody receives its records, no view moves past them
+        self.datapath.send_batch(topic.number, partition, topic.schema, batch,
+                                 then=partial(self._delivered, topic.name, partition, end),
+                                 shift=base - batch.base_offset)
+
+    def _delivered(self, name: str, partition: int, end: int, out: Delivered) -> None:
+        """The target's report on a produced batch: views append, and end past it."""
+        views = self.catalog.views_of(name)
+        if not views:  # only group members receive it (or it was deleted under way)
+            return
         for port, got in out.items():
             view = self.view_ports.get(port)
             if view is not None:
@@ -297,11 +324,13 @@ class Broker:
             # Group members' ports are subscribed with log=False: the data path counts what
             # they receive; members read the topic's or view's log, so committed offsets stay
             # valid across rebalances.
-        src = self.logs[(topic.name, partition)]
-        for v in self.catalog.views_of(topic.name):
-            vlog = self.logs[(v.name, partition)]
-            vlog.advance(end)
-            vlog.drop_before(src.start_offset)
+        src = self.logs[(name, partition)]
+        for v in views:
+            if v.name not in self.replaying:
+                vlog = self.logs[(v.name, partition)]
+                vlog.advance(end)
+                vlog.drop_before(src.start_offset)
+        self.changed.set()
 
     @staticmethod
     def _append_view(vlog: PartitionLog, got: list) -> None:

@@ -1,4 +1,5 @@
-"""`camus serve`: the Kafka-compatible broker backed by the embedded software switch."""
+"""`camus serve`: the Kafka-compatible broker backed by a target (the embedded software switch
+by default; `controller.target.open_target` knows the others)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,12 @@ def register(subparsers) -> None:
                         "\"log.flush.interval.messages\": N, \"log.flush.interval.ms\": N, "
                         "\"max.connections\": N, \"connections.max.idle.ms\": N, "
                         "\"queued.max.request.bytes\": N, \"fetch.max.bytes\": N}")
-    p.add_argument("--switch", choices=("native", "python"), default="native",
-                   help="software switch implementation")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--switch", choices=("native", "python"),
+                       help="the embedded software switch's implementation: --target embedded:IMPL")
+    where.add_argument("--target", default="embedded:native", metavar="SPEC",
+                       help="what records flow through, as controller.target.open_target names "
+                            "it (default embedded:native, the in-process software switch)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug detail")
@@ -101,6 +106,7 @@ def run_topic(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from controller.target import check_spec
     from shim.broker import Config
     from shim.limits import Limits
     from shim.server import serve
@@ -116,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         return fail(f"--listen {args.listen!r}: expected HOST:PORT with a port in 0..65535")
     config = Config(host=host or "127.0.0.1", port=int(port), data_dir=args.data_dir,
-                    switch_impl=args.switch)
+                    target=f"embedded:{args.switch}" if args.switch else args.target)
+    try:
+        check_spec(config.target)
+    except ValueError as exc:
+        return fail(f"--target {config.target!r}: {exc}")
     if args.metrics:
         mhost, sep, mport = args.metrics.rpartition(":")
         if not sep or not mport.isdigit() or not 0 <= int(mport) <= 65535:

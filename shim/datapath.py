@@ -1,48 +1,61 @@
-"""The one way records flow: reframed into packets, through the embedded switch, to endpoints.
+"""The one way records flow: reframed into packets, through the target, to endpoints.
 
-Theory of operation. The broker embeds a software switch (`switch.dataplane`) programmed
-with the static Kafka pipeline: `p4/kafka/kafka.p4` compiled with `static=True`, so the
-pipeline never changes and a subscription change only changes table entries and
-multicast groups. Every egress port is one subscription endpoint: a view (all partitions
-of its source, through its filter) or a consumer-group member (its assigned partitions of
-one topic or view, through the view's filter if any). `subscribe(port, ...)` and
-`unsubscribe(port)` edit the subscription set; `sync()` recompiles the rules
-(`shim.subscriptions.rules_for` + `compile_rules(static=True)`) and writes only the
-difference (`controller.diff`) into the switch.
+Theory of operation. The broker drives one target (`controller.target.Target`, opened by
+`controller.target.open_target`: today the embedded software switch) programmed with the
+static Kafka pipeline: `p4/kafka/kafka.p4` compiled with `static=True`, so the pipeline
+never changes and a subscription change only changes table entries and multicast groups.
+Every egress port is one subscription endpoint: a view (all partitions of its source,
+through its filter) or a consumer-group member (its assigned partitions of one topic or
+view, through the view's filter if any). `subscribe(port, ...)` and `unsubscribe(port)`
+edit the subscription set; `sync()` recompiles the rules (`shim.subscriptions.rules_for` +
+`compile_rules(static=True)`) and writes only the difference (`controller.diff`) to the
+target; a write the target refuses (`TargetError`) makes it reload the whole state.
 
-`send(topic, partition, records)` extracts each record's slots with the topic's schema,
-reframes it (`shim.reframe`, fragments for large records), runs the packets through the
-switch and reassembles what each log endpoint (a view) receives; it returns
-{port: [(offset, record)]}, in offset order. With the native extension and switch, the
-packets are framed in one call (`reframe.frame_records`, the bytes `reframe.packets` makes)
-and the copies are tallied in one (`switch._native.tally_copies`): a log endpoint that got
-each of its records' fragments whole, unaltered and in order gets the sent records back
-without reassembly, which is all reassembly could give; anything else is reassembled. Group members' ports are subscribed with
-`log=False`: Fetch serves a member from its topic's or view's log (which holds the same
-records for the partitions it was assigned, and stays valid across rebalances), so what
-their ports receive is counted per port (`Stats.packets_out`) and not decoded. Topics nobody subscribes to skip the switch entirely (there is nobody to
-deliver to); their records are still in the source log that plain consumers read.
+`send(topic, partition, records, then=...)` extracts each record's slots with the topic's
+schema, reframes it (`shim.reframe`, fragments for large records) and hands the frames to
+the target, packed (one buffer, one u32 length per frame). The target reports what its
+egress ports emitted for them, inline (the embedded switch) or later (a remote one), and
+`then` gets what each log endpoint (a view) received, {port: [(offset, record)]} in offset
+order. Reports come back in send order, and `after(fn)` runs `fn` once everything sent so
+far is reported, so the broker's code is the same whichever target it drives; each send
+keeps the log endpoints of its own time, so a report arriving after a subscription
+change is judged as it was sent, and a released port is reused only once nothing sent
+before its release is under way. With the native extension the frames are built in one
+call (`reframe.frame_records`, the bytes `reframe.packets` makes), and when the target
+reports each copy's input frame (the embedded switch does) the copies are tallied in one
+(`reframe._native.tally_copies`): a log endpoint that got each of its records' fragments
+whole, unaltered and in order gets the sent records back without reassembly, which is all
+reassembly could give; anything else (copies without their input frame, from a remote
+target) is reassembled. Group members' ports are subscribed with `log=False`: Fetch
+serves a member from its topic's or view's log (which holds the same records for the
+partitions it was assigned, and stays valid across rebalances), so what their ports
+receive is counted per port (`Stats.packets_out`) and not decoded. Topics nobody
+subscribes to skip the target entirely (there is nobody to deliver to); their records are
+still in the source log that plain consumers read.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from compiler.ast import Const, Filter
 from compiler.compile import compile_rules
 from controller.diff import diff
+from controller.target import Emitted, Target, TargetError
 from shim import reframe
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
 from shim.schema import SLOTS, Schema
 from shim.subscriptions import Subscription, kafka_spec, rules_for
-from switch import dataplane
-from switch.entries import EntryError
 
 log = logging.getLogger("camus.datapath")
 INGRESS_PORT = 0
+
+Delivered = dict[int, list[tuple[int, Record]]]  # log endpoint -> [(offset, record)]
 
 
 @dataclass
@@ -55,13 +68,27 @@ class Stats:
     writes: int = 0  # entry and group writes, summed over syncs
 
 
+@dataclass(eq=False)
+class _Sent:
+    """Frames under way, and what their report is judged by."""
+
+    frames: bytes
+    lengths: bytes
+    owner: bytes | None  # u32 LE record index per frame (native framing), else None
+    records_at: Callable[[list[int]], Sequence[Record]]  # the sent records, by index
+    shift: int
+    logs: list[int]  # the log endpoints when sent
+    then: Callable[[Delivered], None]
+
+
 class DataPath:
-    def __init__(self, impl: str = "native") -> None:
+    def __init__(self, target: Target) -> None:
         self.spec = kafka_spec()
         empty = compile_rules(self.spec, [], static=True)
         self.pipeline = empty.pipeline
-        self.impl = impl
-        self.switch = dataplane.load(self.pipeline, empty.entries, impl=impl)
+        self.target = target
+        target.set_receiver(self._report)
+        target.load(self.pipeline, empty.entries)
         self.entries = empty.entries
         self.subscriptions: dict[int, Subscription] = {}
         self.reassemblers: dict[int, reframe.Reassembler] = {}
@@ -71,6 +98,8 @@ class DataPath:
         self._dirty = False
         self._free_ports: list[int] = []
         self._next_port = 1
+        # Sends not yet reported, in order, with the `after` callbacks queued behind them.
+        self._under_way: deque[_Sent | Callable[[], None]] = deque()
 
     # --- control ----------------------------------------------------------------------
 
@@ -99,11 +128,11 @@ class DataPath:
         self.reassemblers.pop(port, None)
         self.log_ports.discard(port)
         self.stats.packets_out.pop(port, None)
-        if release:
-            self._free_ports.append(port)
+        if release:  # not while copies sent to its old endpoint may still be reported
+            self.after(partial(self._free_ports.append, port))
 
     def sync(self) -> int:
-        """Bring the switch in line with the subscriptions; returns the number of writes."""
+        """Bring the target in line with the subscriptions; returns the number of writes."""
         if not self._dirty:
             return 0
         subs = sorted(self.subscriptions.values(), key=lambda s: s.port)
@@ -111,27 +140,24 @@ class DataPath:
         assert compiled.pipeline == self.pipeline, "a static pipeline must not depend on rules"
         changes = diff(self.entries, compiled.entries)
         try:
-            for op, item in changes.steps():
-                if op == "set_group":
-                    gid, reps = item
-                    self.switch.set_group(gid, reps)
-                elif op == "delete_group":
-                    self.switch.delete_group(item)
-                else:
-                    getattr(self.switch, op)(item)
-        except EntryError:
-            # The switch refused a write the diff believed valid: never run half-updated;
-            # load the whole compiled state into a fresh switch instead.
-            log.exception("incremental switch update failed; reloading all %d entries",
+            self.target.apply(changes)
+        except TargetError:
+            # The target refused a write the diff believed valid: never run half-updated;
+            # load the whole compiled state instead.
+            log.exception("incremental target update failed; reloading all %d entries",
                           len(compiled.entries["table_entries"]))
-            self.switch = dataplane.load(self.pipeline, compiled.entries, impl=self.impl)
+            self.target.load(self.pipeline, compiled.entries)
         self.entries = compiled.entries
         self.topics_wanted = {s.topic_id for s in subs}
         self._dirty = False
         self.stats.syncs += 1
         self.stats.writes += len(changes)
-        log.debug("switch updated: %d writes for %d subscriptions", len(changes), len(subs))
+        log.debug("target updated: %d writes for %d subscriptions", len(changes), len(subs))
         return len(changes)
+
+    def close(self) -> None:
+        """Release the target (a remote one's connections and threads)."""
+        self.target.close()
 
     # --- data -------------------------------------------------------------------------
 
@@ -140,28 +166,35 @@ class DataPath:
         self.sync()
         return topic_number in self.topics_wanted
 
+    def after(self, fn: Callable[[], None]) -> None:
+        """`fn()` once everything sent so far is reported: now, if nothing is under way."""
+        if self._under_way:
+            self._under_way.append(fn)
+        else:
+            fn()
+
     def send(self, topic_number: int, partition: int, schema: Schema | None,
-             records: Sequence[Record], only: int | None = None,
-             shift: int = 0) -> dict[int, list[tuple[int, Record]]]:
-        """Records of one source partition through the switch: {port: [(offset, record)]}.
+             records: Sequence[Record], then: Callable[[Delivered], None],
+             only: int | None = None, shift: int = 0) -> None:
+        """Records of one source partition through the target; `then(delivered)` once it
+        has reported (see the module text), {} at once (in turn) if nobody subscribes.
 
         `shift` is added to every record's offset (a batch as the producer numbered it, sent
         before its stored copy was renumbered); `only` keeps what one port receives
         (replaying a source log into a new view).
         """
         if not self.wants(topic_number) or not records:
-            return {}
-        native = reframe._native is not None and hasattr(self.switch, "process_packed")
+            return self.after(partial(then, {}))
+        native = reframe._native is not None
         slots: list[list[int]] | bytes | None = None
         if schema is not None:
             slots = schema.extract_packed([r.value for r in records]) if native else None
             if slots is None:
                 slots = [schema.extract(r.key, r.value, list(r.headers)) for r in records]
         self.stats.records_in += len(records)
-        out: dict[int, list[tuple[int, Record]]] = {}
         packed = (reframe.frame_records(topic_number, partition, records, slots, shift)
                   if native else None)
-        if packed is None:  # the reference: a Python bytes object per packet and copy
+        if packed is None:  # the reference: a Python bytes object per packet
             if isinstance(slots, bytes):
                 slots = [list(s) for s in struct.iter_unpack("<8Q", slots)]
             frames: list[bytes] = []
@@ -169,71 +202,94 @@ class DataPath:
                 frames += reframe.packets(topic_number, partition, r.offset + shift,
                                           slots[i] if slots else [0] * SLOTS,
                                           reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
-            self.stats.packets_in += len(frames)
-            counts = self.stats.packets_out
-            for copies in self.switch.process_batch(frames, INGRESS_PORT):
-                for port, frame in copies:
-                    counts[port] = counts.get(port, 0) + 1
-                    self._receive(port, frame, only, out)
-            return out
-        return self._switch_packed(packed, only, lambda js: [records[j] for j in js], shift)
+            packed = (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)), None)
+        self._send(packed, lambda js: [records[j] for j in js], shift, only, then)
 
     def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
-                   batch: RecordBatch, shift: int = 0) -> dict[int, list[tuple[int, Record]]]:
-        """`send(..., batch_records(batch), shift=shift)` of a produced batch: with the
+                   batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0) -> None:
+        """`send(..., batch_records(batch), then, shift=shift)` of a produced batch: with the
         extension, a batch whose records were left unbuilt is framed from its records
         section (`reframe.frame_body`) and only the records a view receives are built."""
         if not self.wants(topic_number) or not batch.record_count:
-            return {}
+            return self.after(partial(then, {}))
         paths = schema.packed_paths() if schema is not None else None
         packed = None
-        if (reframe._native is not None and hasattr(self.switch, "process_packed")
-                and batch.records is None and (schema is None or paths is not None)):
+        if (reframe._native is not None and batch.records is None
+                and (schema is None or paths is not None)):
             packed = reframe.frame_body(topic_number, partition, batch, paths, shift)
         if packed is None:
-            return self.send(topic_number, partition, schema, batch_records(batch), shift=shift)
+            return self.send(topic_number, partition, schema, batch_records(batch), then,
+                             shift=shift)
         *packed, missed = packed
         if schema is not None:
             schema.count_misses(missed)
         self.stats.records_in += batch.record_count
-        return self._switch_packed(packed, None, lambda js: batch_records_at(batch, js), shift)
+        self._send(packed, partial(batch_records_at, batch), shift, None, then)
 
-    def _switch_packed(self, packed, only: int | None, records_at,
-                       shift: int) -> dict[int, list[tuple[int, Record]]]:
-        """Packed frames through the switch; `records_at(indices)`: the sent records."""
-        # Native framing (byte-identical to `reframe.packets`), and the copies counted per
-        # port without a Python object per packet. A log port's records are the sent records
-        # themselves when `tally_copies` finds that it received each one whole, unaltered
-        # and in order, which is all reassembly could yield; otherwise it reassembles.
-        out: dict[int, list[tuple[int, Record]]] = {}
+    def _send(self, packed, records_at, shift: int, only: int | None,
+              then: Callable[[Delivered], None]) -> None:
+        """Packed frames (buffer, u32 lengths, u32 record index per frame or None) to the
+        target; `records_at(indices)`: the sent records."""
         buf, lengths, owner = packed
         self.stats.packets_in += len(lengths) // 4
-        copies_buf, copies = self.switch.process_packed(buf, lengths, INGRESS_PORT)
         logs = [p for p in self.log_ports if only is None or p == only]
-        counts, got = reframe._native.tally_copies(buf, lengths, owner, copies_buf, copies, logs,
-                                                   reframe.MAX_RECORD)
-        for port, n in counts:
-            self.stats.packets_out[port] = self.stats.packets_out.get(port, 0) + n
-        if got is None or any(self.reassemblers[p].pending for p in logs if p in self.reassemblers):
-            view = memoryview(copies_buf)
-            for _, port, off, n in struct.iter_unpack("<4I", copies):
-                self._receive(port, bytes(view[off:off + n]), only, out)
-            return out
-        for port, _ in counts:
+        sent = _Sent(buf, lengths, owner, records_at, shift, logs, then)
+        self._under_way.append(sent)
+        try:
+            self.target.send(INGRESS_PORT, buf, lengths, sent)
+        except BaseException:
+            if sent in self._under_way:  # refused before it was under way: never reported
+                self._under_way.remove(sent)
+            raise
+
+    def _report(self, sent: _Sent, emitted: Emitted) -> None:
+        """The target's receiver: what `sent` made it emit, then what waited behind it."""
+        head = self._under_way.popleft()
+        assert head is sent, "the target reported out of send order"
+        try:
+            sent.then(self._received(sent, emitted))
+        finally:
+            while self._under_way and not isinstance(self._under_way[0], _Sent):
+                self._under_way.popleft()()
+
+    def _received(self, sent: _Sent, emitted: Emitted) -> Delivered:
+        """What each of `sent.logs` received, from the copies the target emitted."""
+        out: Delivered = {}
+        buf, copies = emitted.buf, emitted.copies
+        tallied = sent.owner is not None
+        if tallied:
+            # The copies counted per port without a Python object per packet. A log port's
+            # records are the sent records themselves when `tally_copies` finds that it
+            # received each one whole, unaltered and in order, which is all reassembly could
+            # yield; it declines copies without their input frame (NO_INDEX), which are
+            # then reassembled.
+            counts, got = reframe._native.tally_copies(sent.frames, sent.lengths, sent.owner,
+                                                       buf, copies, sent.logs, reframe.MAX_RECORD)
+            for port, n in counts:
+                self.stats.packets_out[port] = self.stats.packets_out.get(port, 0) + n
+            if got is not None and not any(self.reassemblers[p].pending
+                                           for p in sent.logs if p in self.reassemblers):
+                for port, _ in counts:
+                    if port in sent.logs:
+                        self.reassemblers.setdefault(port, reframe.Reassembler())
+                for (port, _), r in zip(got, sent.records_at([j for _, j in got])):
+                    offset = r.offset + sent.shift
+                    out.setdefault(port, []).append(
+                        (offset, Record(offset, r.timestamp, r.key, r.value, r.headers)))
+                self.stats.deliveries += len(got)
+                return out
+        counts = self.stats.packets_out
+        logs = set(sent.logs)
+        view = memoryview(buf)
+        for _, port, off, n in struct.iter_unpack("<4I", copies):
+            if not tallied:
+                counts[port] = counts.get(port, 0) + 1
             if port in logs:
-                self.reassemblers.setdefault(port, reframe.Reassembler())
-        for (port, _), r in zip(got, records_at([j for _, j in got])):
-            offset = r.offset + shift
-            out.setdefault(port, []).append(
-                (offset, Record(offset, r.timestamp, r.key, r.value, r.headers)))
-        self.stats.deliveries += len(got)
+                self._receive(port, bytes(view[off:off + n]), out)
         return out
 
-    def _receive(self, port: int, frame: bytes, only: int | None,
-                 out: dict[int, list[tuple[int, Record]]]) -> None:
-        """One copy at `port`: reassembled into `out` if `port` is a log endpoint (or `only`)."""
-        if port not in self.log_ports or (only is not None and port != only):
-            return
+    def _receive(self, port: int, frame: bytes, out: Delivered) -> None:
+        """One copy at log endpoint `port`, reassembled into `out` once whole."""
         done = self.reassemblers.setdefault(port, reframe.Reassembler()).push(frame)
         if done is not None:
             _, _, offset, rec = done

@@ -191,3 +191,4 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
         if metrics_server is not None:
             metrics_server.close()
     broker.save_offsets()
+    broker.datapath.close()

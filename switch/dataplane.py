@@ -4,8 +4,9 @@
 a P4 target: table entries in entries.json form are inserted, modified and deleted (P4Runtime
 semantics: insert of an existing entry, modify or delete of a missing one are errors),
 multicast groups are set and deleted, packets go in with their ingress port and come out as
-`(egress_port, bytes)` copies, and counters are read back. The P4Runtime server and the
-broker embed a `DataPlane`; the CLI and the tests use `load(pipeline, entries)`.
+`(egress_port, bytes)` copies (or, many at once, packed: `process_packed`), and counters are
+read back. The P4Runtime server and the broker's target (`controller.embedded`) embed a
+`DataPlane`; the CLI and the tests use `load(pipeline, entries)`.
 
 Theory of operation: this class owns the control state (the entries and groups as written,
 validated once here) and hands each change to its implementation through four hooks
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import abc
 import bisect
+import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -133,6 +135,21 @@ class DataPlane(abc.ABC):
     def process_batch(self, packets: Sequence[bytes], in_port: int) -> list[Output]:
         """`process` over many frames arriving on one port; one output list per frame."""
         return [self.process(p, in_port) for p in packets]
+
+    def process_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
+        """Frames back to back in `buf` (a u32 LE length each in `lengths`); their copies back
+        to back, and per copy <input index, egress port, offset, length> as u32 LE words.
+        The compiled implementation does this in one call; this is `process_batch` around it."""
+        frames, pos = [], 0
+        for (n,) in struct.iter_unpack("<I", lengths):
+            frames.append(buf[pos:pos + n])
+            pos += n
+        out, copies = bytearray(), bytearray()
+        for i, emitted in enumerate(self.process_batch(frames, in_port)):
+            for port, frame in emitted:
+                copies += struct.pack("<4I", i, port, len(out), len(frame))
+                out += frame
+        return bytes(out), bytes(copies)
 
     @abc.abstractmethod
     def counters(self) -> dict[str, Any]:

@@ -3,10 +3,10 @@
 The hot path is the Rust extension `switch._native` (source in switch/native/, built by
 `pip install -e .` through setuptools-rust). This module turns the validated pipeline into the
 extension's plan (tables by index, fields by bit offset), forwards control hooks as integers,
-and translates counters back into the shared dict shape. Beyond the interface it offers the
-packed batch calls the benchmark and high-rate callers use: frames concatenated in one
-buffer, copies returned in one buffer (`process_packed`), and `classify_packed`, the table
-walk alone.
+and translates counters back into the shared dict shape. The interface's packed batch call
+(`process_packed`: frames concatenated in one buffer, copies returned in one buffer) is one
+call into the extension here; beyond the interface it offers `classify_packed`, the table
+walk alone, for the benchmark.
 """
 
 from __future__ import annotations

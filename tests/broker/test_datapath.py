@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 from controller.diff import diff
-from shim.datapath import DataPath
 from shim.log import PartitionLog
 from shim.producers import Producers, Verdict
 from shim.protocol.records import Record, encode_batch, read_batch_header
 from shim.schema import parse_schema
 from shim.subscriptions import view_filter
+
+from ..shim.inline import data_path, delivered
 
 
 def test_diff_orders_writes_and_is_empty_for_equal_documents():
@@ -30,7 +31,7 @@ def records(values, first=0):
 
 
 def test_subscription_change_writes_only_the_difference():
-    dp = DataPath("python")
+    dp = data_path("python")
     schema = parse_schema("price:u32=$.price")
     ports = [dp.allocate_port() for _ in range(3)]
     dp.subscribe(ports[0], 1, None, view_filter(dp.spec, schema, "price > 100"))
@@ -40,22 +41,22 @@ def test_subscription_change_writes_only_the_difference():
     added = dp.sync()
     assert 0 < added < full + 2
     assert dp.sync() == 0  # nothing changed, nothing written
-    out = dp.send(1, 0, schema, records([{"price": 50}, {"price": 150}]))
+    out = delivered(dp.send, 1, 0, schema, records([{"price": 50}, {"price": 150}]))
     assert [o for o, _ in out[ports[0]]] == [1]
     assert [o for o, _ in out[ports[1]]] == [0, 1]
     assert ports[2] not in out
     dp.unsubscribe(ports[1])
     dp.sync()
-    out = dp.send(1, 1, schema, records([{"price": 500}], first=7))
+    out = delivered(dp.send, 1, 1, schema, records([{"price": 500}], first=7))
     assert list(out) == [ports[0]] and out[ports[0]][0][1].offset == 7
 
 
 def test_large_records_are_fragmented_and_reassembled():
-    dp = DataPath("python")
+    dp = data_path("python")
     port = dp.allocate_port()
     dp.subscribe(port, 3)
     big = Record(0, 5, b"k", b"x" * (1 << 20), (("h", b"v"),))
-    out = dp.send(3, 0, None, [big])
+    out = delivered(dp.send, 3, 0, None, [big])
     assert out[port][0][1] == big
     assert dp.stats.packets_in > 700
 
@@ -122,14 +123,14 @@ def test_every_advertised_api_has_a_handler():
 
 
 def test_a_refused_incremental_write_falls_back_to_a_full_reload():
-    dp = DataPath("python")
+    dp = data_path("python")
     a, b = dp.allocate_port(), dp.allocate_port()
     dp.subscribe(a, 1)
     dp.sync()
     dp.entries = {"camus_entries": 1, "table_entries": [], "multicast_groups": []}  # out of step
     dp.subscribe(b, 1, frozenset([0]))
     dp.sync()  # inserting what the switch already holds is refused; the reload repairs it
-    out = dp.send(1, 0, None, [Record(0, 1, None, b"x")])
+    out = delivered(dp.send, 1, 0, None, [Record(0, 1, None, b"x")])
     assert sorted(out) == [a, b]
 
 

@@ -33,7 +33,7 @@ def switch_matches_compiled(broker) -> bool:
     import json as _json
 
     dp = broker.datapath
-    have = sorted(_json.dumps(e, sort_keys=True) for e in dp.switch.entries())
+    have = sorted(_json.dumps(e, sort_keys=True) for e in dp.target.entries())
     want = sorted(_json.dumps(e, sort_keys=True) for e in dp.entries["table_entries"])
     return have == want
 

@@ -38,6 +38,8 @@ def test_serve_explains_bad_starts_in_one_line(broker, tmp_path):
                    str(broker.port))
     one_line_error(camus("serve", "--listen", "127.0.0.1"), "HOST:PORT")
     one_line_error(camus("serve", "--listen", "127.0.0.1:70000"), "0..65535")
+    one_line_error(camus("serve", "--target", "bmv3:x"), "--target", "embedded:native")
+    one_line_error(camus("serve", "--target", "embedded:rust"), "native, python")
     one_line_error(camus("serve", "--config", str(tmp_path / "none.json")), "No such file")
     (tmp_path / "bad.json").write_text('{"partitions": 2,}')
     one_line_error(camus("serve", "--config", str(tmp_path / "bad.json")), "bad.json:1:", "not JSON")

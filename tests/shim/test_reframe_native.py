@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shim import reframe
-from shim.datapath import DataPath
 from shim.protocol.records import Record, batch_records, decode_batches, encode_batch
 from shim.schema import parse_schema
 from shim.subscriptions import view_filter
+
+from .inline import data_path, delivered
 
 pytestmark = pytest.mark.skipif(reframe._native is None, reason="shim._native not built or stale: "
                                 "tests/shim/test_native_kafka.py fails")
@@ -97,12 +98,13 @@ def run(native: bool, batches, only_view=False, all_json=False):
     with pytest.MonkeyPatch.context() as m:
         if not native:
             m.setattr(reframe, "_native", None)
-        dp = DataPath("native")
+        dp = data_path("native")
         schema = parse_schema("sel:u8=$.sel,h:u16=" + ("$.h" if all_json else "header:h"))
         view, member = dp.allocate_port(), dp.allocate_port()
         dp.subscribe(view, 1, None, view_filter(dp.spec, schema, "sel == 7"))
         dp.subscribe(member, 1, frozenset([0]), view_filter(dp.spec, schema, "h > 2"), log=False)
-        outs = [dp.send(1, p, schema, recs, shift=shift, only=view if only_view else None)
+        outs = [delivered(dp.send, 1, p, schema, recs, shift=shift,
+                          only=view if only_view else None)
                 for p, shift, recs in batches]
         return outs, dp.stats, schema.misses, {p: (r.pending, r.malformed)
                                                for p, r in dp.reassemblers.items()}
@@ -133,7 +135,7 @@ def test_a_record_under_way_is_left_to_reassembly():
         with pytest.MonkeyPatch.context() as m:
             if not native:
                 m.setattr(reframe, "_native", None)
-            dp = DataPath("native")
+            dp = data_path("native")
             schema = parse_schema("sel:u8=$.sel")
             view = dp.allocate_port()
             dp.subscribe(view, 1, None, view_filter(dp.spec, schema, "sel == 7"))
@@ -142,7 +144,7 @@ def test_a_record_under_way_is_left_to_reassembly():
             dp.sync()
             dp.reassemblers[view] = reframe.Reassembler()
             dp.reassemblers[view].push(first)
-            return dp.send(1, 0, schema, recs), dp.reassemblers[view].pending
+            return delivered(dp.send, 1, 0, schema, recs), dp.reassemblers[view].pending
 
     assert with_pending(True) == with_pending(False)
 
@@ -154,7 +156,7 @@ def run_batches(how: str, batches, schema_text):
     with pytest.MonkeyPatch.context() as m:
         if how == "reference":
             m.setattr(reframe, "_native", None)
-        dp = DataPath("native")
+        dp = data_path("native")
         schema = parse_schema(schema_text) if schema_text else None
         view, member = dp.allocate_port(), dp.allocate_port()
         filt = "sel == 7" if schema else "true"
@@ -166,9 +168,9 @@ def run_batches(how: str, batches, schema_text):
         for p, shift, recs, codec in batches:
             [b] = decode_batches(encode_batch(recs, compression=codec), records=False)
             if how == "body":
-                outs.append(dp.send_batch(1, p, schema, b, shift=shift))
+                outs.append(delivered(dp.send_batch, 1, p, schema, b, shift=shift))
             else:
-                outs.append(dp.send(1, p, schema, batch_records(b), shift=shift))
+                outs.append(delivered(dp.send, 1, p, schema, batch_records(b), shift=shift))
         return outs, dp.stats, schema and schema.misses
 
 

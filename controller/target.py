@@ -1,0 +1,118 @@
+"""What the broker drives: a target that runs a pipeline, takes frames, and reports copies.
+
+A `Target` is a packet processor the controller programs and the data path
+(`shim.datapath`) feeds: it is loaded with a compiled pipeline and its entries, takes an
+entry diff (`controller.diff.Changes`) for every subscription change, takes frames on an
+ingress port, and reports what its egress ports emitted. `open_target(spec)` is the one
+place that knows which targets exist ("embedded:native", "embedded:python"); the data
+path never learns which one it drives.
+
+Frames go in packed, as the switch's fast path takes them: one buffer holding the frames
+back to back and a u32 little-endian length per frame. What comes out is `Emitted`: the
+copies back to back in one buffer and, per copy, four u32 LE words <input frame index,
+egress port, offset, length>. A target that cannot tell which input frame a copy came
+from (a remote one reading its ports) writes `NO_INDEX`; the data path then reassembles
+records from the copies' bytes instead of matching them to what it sent.
+
+Theory of operation, the asynchronous side. A send is answered by one report, later or
+at once: the target calls the receiver the data path registered (`set_receiver`) with
+the send's token and everything that send made the target emit. The embedded switch
+calls it inline, before `send` returns; a remote target calls it from its I/O when it
+knows the send's copies are all out. The alternative, `send` returning a future, was not
+chosen: a future already done still runs its callbacks on a later loop iteration
+(asyncio) or forces a thread to wait on it (concurrent.futures), while a receiver costs
+the embedded switch nothing and gives the data path one code path for both. The
+contract a target keeps:
+  - one report per send, in the order of the sends (the data path keeps per-port
+    reassembly state and appends to logs in offset order);
+  - the receiver is called on the thread that drives the data path (the broker's event
+    loop): a target whose I/O runs on its own thread hands each report over with
+    `loop.call_soon_threadsafe`;
+  - `load`, `apply` and `entries` are synchronous; frames still under way may meet the
+    entries from before or after a write (the data path judges a report by the
+    subscriptions of its send's time, so either is safe).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.diff import Changes
+
+NO_INDEX = 0xFFFF_FFFF  # a copy whose input frame the target does not know
+
+
+class TargetError(Exception):
+    """The target refused a write: its state is no longer what the caller believes, and
+    `load` with the whole state is the way back."""
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What one send made the egress ports emit: the copies back to back in `buf`, and
+    per copy <input frame index or NO_INDEX, egress port, offset in buf, length> as u32 LE
+    words in `copies`."""
+
+    buf: bytes
+    copies: bytes
+
+
+Receiver = Callable[[Any, Emitted], None]  # (the send's token, what it emitted)
+
+
+class Target(abc.ABC):
+    """A packet processor behind the broker (see the module text for the contract)."""
+
+    def __init__(self) -> None:
+        self.receiver: Receiver | None = None
+
+    def set_receiver(self, receiver: Receiver) -> None:
+        """Where reports go: `receiver(token, emitted)`, once per `send`, in send order."""
+        self.receiver = receiver
+
+    @abc.abstractmethod
+    def load(self, pipeline: dict, entries: dict) -> None:
+        """Run `pipeline` (pipeline.json) holding exactly `entries` (entries.json),
+        whatever the target held before."""
+
+    @abc.abstractmethod
+    def apply(self, changes: Changes) -> None:
+        """Write an entry diff, in `changes.steps()` order; TargetError if a write is refused
+        (the target may then hold part of the diff: `load` it whole)."""
+
+    @abc.abstractmethod
+    def entries(self) -> list[dict]:
+        """The table entries the target holds, in entries.json form (a P4Runtime Read)."""
+
+    @abc.abstractmethod
+    def send(self, ingress_port: int, buf: bytes, lengths: bytes, token: Any) -> None:
+        """Frames packed in `buf` (their u32 LE `lengths`) into `ingress_port`; what they make
+        the target emit is reported to the receiver with `token`."""
+
+    def close(self) -> None:
+        """Release what the target holds (connections, threads); the embedded one holds none."""
+
+
+def check_spec(spec: str) -> tuple[str, str]:
+    """(kind, argument) of a target spec; ValueError saying what is known if it names no
+    target (so `camus serve --target` can refuse it in one line before anything starts)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "embedded":
+        from switch.dataplane import IMPLEMENTATIONS
+
+        if (arg or "native") not in IMPLEMENTATIONS:
+            raise ValueError(f"embedded:IMPL takes one of {', '.join(IMPLEMENTATIONS)}")
+        return kind, arg or "native"
+    raise ValueError(f"unknown target {spec!r} (known: embedded:native, embedded:python)")
+
+
+def open_target(spec: str) -> Target:
+    """The target `spec` names, not yet loaded: "embedded:native" or "embedded:python" (the
+    in-process software switch, `controller.embedded`)."""
+    _, impl = check_spec(spec)
+    from controller.embedded import EmbeddedTarget
+
+    return EmbeddedTarget(impl)
