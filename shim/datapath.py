@@ -39,7 +39,7 @@ from shim.protocol.records import Record, RecordBatch, batch_records, batch_reco
 from shim.schema import SLOTS, Schema
 from shim.subscriptions import Subscription, kafka_spec, rules_for
 from switch import dataplane
-from switch.entries import EntryError
+from pipeline.model import EntryError
 
 log = logging.getLogger("camus.datapath")
 INGRESS_PORT = 0

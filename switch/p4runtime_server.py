@@ -56,10 +56,11 @@ from compiler.p4runtime_entries import (
 )
 from compiler.p4runtime_protos import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
 from compiler.p4info import p4_table_name
+from pipeline.document import from_json
+from pipeline.entries import normalise_replicas
+from pipeline.model import EntryError, PipelineError
 from switch.dataplane import DROP_REASONS
 from switch.device import Device, PipelineConfig
-from switch.entries import EntryError, normalise_replicas
-from switch.ir import PipelineError, parse_pipeline
 
 DEFAULT_ADDRESS = "127.0.0.1:9559"
 Update = p4runtime_pb2.Update
@@ -173,7 +174,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def _verify(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> PipelineConfig:
         try:
             pipeline = json.loads(config.p4_device_config)
-            parsed = parse_pipeline(pipeline)
+            parsed = from_json(pipeline)
         except (ValueError, PipelineError) as exc:
             raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"device config is not a pipeline IR: {exc}") from None
         index = P4InfoIndex(config.p4info)

@@ -22,6 +22,8 @@ from compiler.p4 import derived
 from compiler.p4.layout import DEFAULT_SLOTS, AppLayout
 from compiler.p4.names import EGRESS
 from compiler.p4.program import emit_program
+from pipeline import document
+from pipeline.model import Pipeline
 
 ELECTION_ID = 1  # `camus controller push`'s default election id
 PLACEHOLDER_ID = 0x01FFFFFF  # the member action until `p4c_ids` numbers every action
@@ -31,15 +33,15 @@ ACTION_ORDER = ("NoAction", "CamusIngress.drop", "CamusIngress.set_state", "Camu
                 "CamusIngress.mcast", "CamusEgress.set_udp_port", f"CamusEgress.{derived.MEMBER_ACTION}")
 
 
-def program_p4info(pipeline: dict, slots: int = DEFAULT_SLOTS):
+def program_p4info(pipeline: Pipeline, slots: int = DEFAULT_SLOTS):
     """The P4Info of `emit_program(pipeline, slots)`: the IR's, plus the membership tables,
     with p4c's ids and aliases (`p4c_ids`)."""
     from compiler.p4info import GROUP_WIDTH, PORT_WIDTH, RID_WIDTH, build_p4info
     from compiler.p4runtime_protos import p4info_pb2
 
-    info = build_p4info(pipeline)
-    members = [AppLayout(a, slots).member_table(s) for a in pipeline["applications"]
-               if a["framing"] == "moldudp64" for s in range(slots)]
+    info = build_p4info(document.to_json(pipeline))
+    members = [AppLayout(a, slots).member_table(s) for a in pipeline.applications
+               if a.framing == "moldudp64" for s in range(slots)]
     if members:
         action = f"{EGRESS}.{derived.MEMBER_ACTION}"
         a = info.actions.add()
@@ -142,13 +144,13 @@ def p4c_ids(info):
     return info
 
 
-def p4info_text(pipeline: dict, slots: int = DEFAULT_SLOTS) -> str:
+def p4info_text(pipeline: Pipeline, slots: int = DEFAULT_SLOTS) -> str:
     """The P4Info as p4c writes `--p4runtime-files x.txtpb` (with its two header comments)."""
     return ("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
             + text_format.MessageToString(program_p4info(pipeline, slots)))
 
 
-def entries_text(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS, device_id: int = 1) -> str:
+def entries_text(pipeline: Pipeline, entries: dict, slots: int = DEFAULT_SLOTS, device_id: int = 1) -> str:
     """A WriteRequest inserting every multicast group, then every table entry (text format):
     entries.json and the entries derived from it (`compiler.p4.derived.combined`).
 
@@ -172,7 +174,7 @@ def entries_text(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS, devi
             + text_format.MessageToString(req))
 
 
-def write_p4(pipeline: dict, entries: dict | None, out: str | Path, slots: int = DEFAULT_SLOTS) -> list[str]:
+def write_p4(pipeline: Pipeline, entries: dict | None, out: str | Path, slots: int = DEFAULT_SLOTS) -> list[str]:
     """Write program.p4, p4info.txtpb and (with entries) entries.txtpb; the names written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

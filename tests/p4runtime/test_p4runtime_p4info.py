@@ -11,6 +11,7 @@ from compiler.p4info import build_p4info, p4info_text
 from compiler.p4runtime_entries import BadValue, P4InfoIndex, decode, encode, entry_dict, table_entry
 from compiler.p4runtime_protos import p4info_pb2
 from p4runtime_helpers import compiled
+from pipeline.document import to_json
 from switch.dataplane import DROP_REASONS
 
 MF = p4info_pb2.MatchField
@@ -18,9 +19,9 @@ MF = p4info_pb2.MatchField
 
 def test_names_ids_and_widths_follow_the_contract():
     c = compiled()
-    info = build_p4info(c.pipeline)
+    info = build_p4info(to_json(c.pipeline))
     tables = {t.preamble.name: t for t in info.tables}
-    app = c.pipeline["applications"][0]
+    app = to_json(c.pipeline)["applications"][0]
     for stage in app["stages"]:
         t = tables[f"CamusIngress.{stage['table']}"]
         width = app["fields"][stage["field"]]["width"]
@@ -47,13 +48,13 @@ def test_names_ids_and_widths_follow_the_contract():
 
 def test_ids_are_deterministic_and_text_round_trips():
     c = compiled()
-    text = p4info_text(c.pipeline)
-    assert text == p4info_text(compiled().pipeline)
-    assert text_format.Parse(text, p4info_pb2.P4Info()) == build_p4info(c.pipeline)
+    text = p4info_text(to_json(c.pipeline))
+    assert text == p4info_text(to_json(compiled().pipeline))
+    assert text_format.Parse(text, p4info_pb2.P4Info()) == build_p4info(to_json(c.pipeline))
     # Ids hang on names: a table keeps its id when the pipeline loses other stages.
-    ids = {t.preamble.name: t.preamble.id for t in build_p4info(c.pipeline).tables}
+    ids = {t.preamble.name: t.preamble.id for t in build_p4info(to_json(c.pipeline)).tables}
     fewer = compiled('stock == "GOOGL" : fwd(1)\n')
-    for t in build_p4info(fewer.pipeline).tables:
+    for t in build_p4info(to_json(fewer.pipeline)).tables:
         assert ids.get(t.preamble.name, t.preamble.id) == t.preamble.id
 
 
@@ -73,7 +74,7 @@ def test_canonical_bytestrings():
 
 def test_every_compiled_entry_round_trips_and_dont_cares_are_omitted():
     c = compiled()
-    index = P4InfoIndex(build_p4info(c.pipeline))
+    index = P4InfoIndex(build_p4info(to_json(c.pipeline)))
     for e in c.entries["table_entries"]:
         te = table_entry(index, e)
         back = entry_dict(index, te)
