@@ -172,10 +172,9 @@ class DataPlane(abc.ABC):
         """A delete names only the match; give it a valid action so it parses like an entry."""
         info = self.pipeline.tables.get(doc.get("table"))
         if info is not None and "action" not in doc:
-            action = info.actions[0]
-            doc["action"] = action
-            doc["params"] = {"set_state": {"state": 0}, "fwd": {"port": 0},
-                             "set_udp_port": {"port": 0}}.get(action, {})
+            action = self.pipeline.actions[info.actions[0]]
+            doc["action"] = action.name
+            doc["params"] = {p.name: 0 for p in action.params}
         return doc
 
 

@@ -4,7 +4,9 @@ This is the executable definition the native fast path is tested against, so it 
 being obviously right over being fast. A frame is checked (size, Ethernet, IPv4, UDP),
 dispatched by UDP destination port to an application, split into messages (single or
 MoldUDP64 framing), and each subscription message walks the stages from state 0 until a
-stage entry decides or the leaf table does; the decision names a port (replica (port, 0)) or a multicast group (its (port, rid) replicas). Each
+stage entry decides or the leaf table does (the walk and the lookups are
+`pipeline.interpreter`'s, the one Python table interpreter, which `camus eval` runs too); the
+decision names a port (replica (port, 0)) or a multicast group (its (port, rid) replicas). Each
 replica selected by at least one message gets one copy holding exactly its messages
 (MoldUDP64: pruned as the IR says), with its UDP destination port rewritten by the egress
 table. Frames that are not subscription traffic, or whose messages no rule selected, are
