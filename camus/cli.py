@@ -22,11 +22,21 @@ PIECES = (
 )
 
 
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("camus")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="camus",
         description="Packet subscriptions compiled into the data plane, behind a Kafka-compatible broker.",
     )
+    parser.add_argument("--version", action="version", version=f"camus {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in PIECES:

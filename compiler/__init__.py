@@ -3,7 +3,8 @@ match-action tables (the pipeline IR and its entries) out.
 
 Modules, in the order data flows through them:
   spec.py       the annotated P4_16 header spec (fields, widths, match kinds, framing)
-  rules.py      the rule language (grammar in rules.lark) -> rule ASTs
+  rules.py      the rule language: text -> rule ASTs, each rule shape parsed once; its
+                syntax in rule_syntax.py, its typing against the spec in rule_typing.py
   semantics.py  the reference evaluator: the definition of correct
   intervals.py  interval sets over a field's domain
   normalize.py  filters -> disjunctive normal form over per-field interval sets

@@ -58,6 +58,24 @@ def _dnf(f: Filter, negated: bool, line: int | None) -> list[Conjunction]:
     raise TypeError(f"not a filter: {f!r}")
 
 
+def size_bound(f: Filter, negated: bool = False) -> int:
+    """An upper bound on len(dnf(f)), computed without building it (capped just past
+    MAX_DISJUNCTS): what a filter may cost, for refusing one before anything compiles it."""
+    if isinstance(f, Not):
+        return size_bound(f.item, not negated)
+    if not isinstance(f, (And, Or)):
+        return 1
+    if isinstance(f, And) != negated:  # a conjunction (De Morgan): the product of its parts
+        total = 1
+        for item in f.items:
+            total = min(total * size_bound(item, negated), MAX_DISJUNCTS + 1)
+        return total
+    # A disjunction: atoms on one field merge into one interval set (see `_simplify`).
+    fields = {i.field for i in f.items if isinstance(i, Atom)}
+    rest = sum(size_bound(i, negated) for i in f.items if not isinstance(i, Atom))
+    return min(len(fields) + rest, MAX_DISJUNCTS + 1)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _literal(a: Atom, negated: bool) -> iv.IntervalSet | None:
     """The atom's interval set; None if it is unsatisfiable, () if it always holds."""

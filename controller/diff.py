@@ -18,10 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-
-def entry_key(entry: dict) -> tuple:
-    """What identifies an entry on a target: its table, its match and its priority."""
-    return (entry["table"], json.dumps(entry.get("match", {}), sort_keys=True), entry.get("priority", 0))
+from p4rt.entry_key import entry_key
 
 
 def _action(entry: dict) -> tuple:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from compiler.p4runtime_protos import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
+from p4rt.protos import code_pb2, p4runtime_pb2, status_pb2
+from p4rt.stubs import p4runtime_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:9559"
 DEFAULT_BATCH = 500

@@ -9,8 +9,10 @@ batches). `camus serve` (`shim.cli`) is built on it:
   topics.py          topic definitions, `camus.*` configs, checked before a topic exists
   log.py             partition logs: segment files, retention, whole-batch reads
   datapath.py        records -> packets -> embedded switch -> endpoints; subscription diffs
-  groups.py          the classic consumer-group state machine
+  group_coordinator.py  the classic consumer-group state machine
   producers.py       idempotent producers' sequence windows
   topic_client.py    `camus topic`: CreateTopics/DeleteTopics/Metadata from the command line
   schema.py, subscriptions.py, reframe.py   the Kafka mapping (fields, rules, packets)
+  native_kafka.py    `shim._native` (Rust crate shim/native/), the compiled record walk, JSON
+                     fields and reframing: loaded and checked once, loud when it falls back
 """

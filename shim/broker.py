@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shim.datapath import DataPath
-from shim.groups import Coordinator, Group, parse_assignment
-from shim.log import PartitionLog
+from shim.group_coordinator import Coordinator, Group, parse_assignment
+from shim.limits import Limits
+from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
+from shim.schema import describe_source
 from shim.topics import Catalog, Topic, TopicError
 
 log = logging.getLogger("camus.broker")
@@ -45,6 +47,10 @@ class Config:
     default_partitions: int = 4  # clients' test suites produce to partition 1 of auto-created topics
     switch_impl: str = "native"
     topics: list = field(default_factory=list)  # from --config: [{"name", "partitions", "configs"}]
+    # Broker-wide topic config defaults from --config (`log.flush.interval.*` -> `flush.*`).
+    topic_defaults: dict = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    metrics: tuple[str, int] | None = None  # serve Prometheus metrics at this address
 
 
 class Broker:
@@ -53,7 +59,7 @@ class Broker:
         if config.data_dir:
             config.data_dir.mkdir(parents=True, exist_ok=True)
         self.datapath = DataPath(config.switch_impl)
-        self.catalog = Catalog(config.data_dir, self.datapath.spec)
+        self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults)
         self.coordinator = Coordinator(self._assignments_changed)
         self.producers = Producers(config.data_dir)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -61,24 +67,48 @@ class Broker:
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self.changed = asyncio.Event()
+        # Per topic or view: bytes and records produced, bytes fetched (`topic_counters`).
+        self.traffic: dict[str, dict[str, int]] = {}
+        self.requests: dict[str, int] = {}  # requests answered, by API name
+        self.metrics = None  # shim.metrics.Metrics, with --metrics
+        self._miss_warned: dict[tuple[str, str], tuple[float, int]] = {}  # -> (when, misses then)
         self._load_offsets()
+        # A topic whose logs or view cannot be opened is reported and left out of this run
+        # (its files and catalog entry stay as they are): one bad entry never stops a restart.
         for t in self.catalog:
             if not t.is_view:
-                for p in range(t.partitions):
-                    self._open_log(t, p)
+                self._start(t, lambda t=t: [self._open_log(t, p) for p in range(t.partitions)])
         for t in self.catalog:
             if t.is_view:
-                self._attach_view(t)
+                self._start(t, lambda t=t: self._attach_view(t))
         for t in config.topics:  # the --config file's topics, created once
             if self.catalog.get(t["name"]) is None:
                 self.create_topic(t["name"], int(t.get("partitions", config.default_partitions)),
-                                  {k: str(v) for k, v in t.get("configs", {}).items()})
+                                  {k: str(v) for k, v in t.get("configs", {}).items()},
+                                  partitions_given="partitions" in t)
 
     # --- topics -----------------------------------------------------------------------
 
+    def _start(self, t: Topic, open_it) -> None:
+        try:
+            open_it()
+        except Exception:
+            log.exception("topic %r cannot be opened; it is left out until the next restart", t.name)
+            self.catalog.set_aside(t)
+            for port in [port for port, v in self.view_ports.items() if v == t.name]:
+                del self.view_ports[port]
+                self.datapath.unsubscribe(port)
+            for p in range(t.partitions):
+                self.logs.pop((t.name, p), None)
+
     def _log_dir(self, t: Topic, p: int) -> Path | None:
         d = self.config.data_dir
-        return d / "logs" / f"{t.name}-{t.topic_id.hex}" / str(p) if d else None
+        if d is None:
+            return None
+        # name-id, cut to the 255 bytes a file name may have (a legal topic name has up to
+        # 249 characters; the id keeps cut names apart).
+        suffix = f"-{t.topic_id.hex}"
+        return d / "logs" / f"{t.name[:255 - len(suffix)]}{suffix}" / str(p)
 
     def _open_log(self, t: Topic, p: int) -> PartitionLog:
         retention = t.int_config("retention.bytes")
@@ -86,7 +116,9 @@ class Broker:
         if retention > 0:
             seg = max(1, min(seg, retention // 4 or 1))  # so retention can drop whole segments
         lg = PartitionLog(self._log_dir(t, p), retention_bytes=retention,
-                          retention_ms=t.int_config("retention.ms"), segment_bytes=seg)
+                          retention_ms=t.int_config("retention.ms"), segment_bytes=seg,
+                          flush_messages=t.int_config("flush.messages"),
+                          flush_ms=t.int_config("flush.ms"))
         self.logs[(t.name, p)] = lg
         for h in lg.headers():  # idempotent producers' recent sequences, as Kafka rebuilds them
             if h.producer_id >= 0:
@@ -95,19 +127,38 @@ class Broker:
         return lg
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     validate_only: bool = False) -> Topic:
-        topic = self.catalog.check(name, partitions, configs)
+                     validate_only: bool = False, partitions_given: bool = False) -> Topic:
+        topic = self.catalog.check(name, partitions, configs, not partitions_given)
         if validate_only:
             return topic
-        self.catalog.add(topic)
-        if topic.is_view:
-            self._attach_view(topic)
-        else:
-            for p in range(topic.partitions):
-                self._open_log(topic, p)
+        # Every step that can fail comes before the catalog records the topic; a failure
+        # undoes the steps before it, so the catalog never names a topic that cannot open.
+        try:
+            if topic.is_view:
+                self._attach_view(topic)
+            else:
+                for p in range(topic.partitions):
+                    self._open_log(topic, p)
+            self.catalog.add(topic)
+        except OSError as exc:
+            self._discard(topic)
+            raise TopicError(f"cannot create {name!r}: {exc}", "kafka_storage_error") from exc
+        except BaseException:
+            self._discard(topic)
+            raise
         log.info("created %s %r (%d partitions)", "view" if topic.is_view else "topic", name,
                  topic.partitions)
         return topic
+
+    def _discard(self, topic: Topic) -> None:
+        """Undo a half-made topic: its port, its logs and their files."""
+        for port in [p for p, v in self.view_ports.items() if v == topic.name]:
+            del self.view_ports[port]
+            self.datapath.unsubscribe(port)
+        for p in range(topic.partitions):
+            lg = self.logs.pop((topic.name, p), None)
+            if lg is not None:
+                lg.delete()
 
     def auto_create(self, name: str) -> Topic | None:
         if not self.config.auto_create:
@@ -133,6 +184,7 @@ class Broker:
             if lg is not None:
                 lg.delete()
         self.catalog.remove(topic)
+        self.traffic.pop(topic.name, None)
         self._refresh_member_subscriptions()
         log.info("deleted topic %r", topic.name)
 
@@ -143,9 +195,18 @@ class Broker:
             raise TopicError(f"topic has {topic.partitions} partitions; {count} is not more",
                              "invalid_partitions")
         old = topic.partitions
-        self.catalog.set_partitions(topic, count)
-        for p in range(old, count):
-            self._open_log(topic, p)
+        try:
+            for p in range(old, count):
+                self._open_log(topic, p)
+            self.catalog.set_partitions(topic, count)
+        except OSError as exc:
+            for p in range(old, count):
+                lg = self.logs.pop((topic.name, p), None)
+                if lg is not None:
+                    lg.delete()
+            topic.partitions = old
+            raise TopicError(f"cannot add partitions to {topic.name!r}: {exc}",
+                             "kafka_storage_error") from exc
         for v in self.catalog.views_of(topic.name):
             for p in range(old, count):
                 self.logs[(v.name, p)] = PartitionLog()
@@ -170,18 +231,58 @@ class Broker:
     # --- produce ----------------------------------------------------------------------
 
     def append(self, topic: Topic, partition: int, raw: bytes, batches: list[RecordBatch]) -> int:
-        """Assign offsets to the batches in `raw` and deliver their records; base offset."""
+        """Assign offsets to the batches in `raw`, store them (all or, with StorageError,
+        none) and deliver their records; the base offset."""
         lg = self.logs[(topic.name, partition)]
-        base, pos = lg.next_offset, 0
+        base = offset = lg.next_offset
+        stored, pos = [], 0
         for b in batches:
-            offset = lg.next_offset
             data = bytearray(raw[pos:pos + b.size])
             data[0:8] = offset.to_bytes(8, "big", signed=True)
-            lg.append(bytes(data), offset + b.last_offset_delta, b.max_timestamp)
+            stored.append((bytes(data), offset + b.last_offset_delta, b.max_timestamp))
             pos += b.size
-            self._deliver(topic, partition, b, offset, offset + b.last_offset_delta + 1)
+            offset += b.last_offset_delta + 1
+        lg.append_all(stored)
+        for b, (data, last, _) in zip(batches, stored):
+            first = last - b.last_offset_delta
+            self._deliver(topic, partition, b, first, last + 1)
         self.changed.set()
+        self.count(topic.name, bytes_in=len(raw), records_in=offset - base)
+        if topic.schema is not None and topic.schema.misses:
+            self._warn_misses(topic)
         return base
+
+    def count(self, name: str, **amounts: int) -> None:
+        counters = self.traffic.setdefault(name, {})
+        for key, n in amounts.items():
+            counters[key] = counters.get(key, 0) + n
+
+    def _warn_misses(self, topic: Topic) -> None:
+        """A schema field that records lack (a path typo, `$.Price` for `price`) silently
+        empties views; say so in the log, at most once a minute per field."""
+        now = time.monotonic()
+        for f in topic.schema.fields:
+            n = topic.schema.misses.get(f.name, 0)
+            when, before = self._miss_warned.get((topic.name, f.name), (-60.0, 0))
+            if n > before and now - when >= 60:
+                log.warning("topic %r: %d record(s) had no value for schema field %r "
+                            "(source %s) and were given %s; check camus.schema", topic.name,
+                            n - before, f.name, describe_source(f),
+                            "spaces" if f.is_string else "0")
+                self._miss_warned[(topic.name, f.name)] = (now, n)
+
+    def topic_counters(self, topic: Topic) -> dict[str, int]:
+        """What the broker counted for a topic or view, for DescribeConfigs and `camus topic
+        describe`: traffic, per-field schema misses, a view's switch port and its packets."""
+        out = dict(self.traffic.get(topic.name, {}))
+        if topic.schema is not None and not topic.is_view:
+            for f in topic.schema.fields:
+                out[f"misses.{f.name}"] = topic.schema.misses.get(f.name, 0)
+        for port, view in self.view_ports.items():
+            if view == topic.name:
+                out["switch_port"] = port
+                out["switch_packets_out"] = self.datapath.stats.packets_out.get(port, 0)
+        return out
 
     def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
                  end: int) -> None:
@@ -281,7 +382,7 @@ class Broker:
     # --- housekeeping -----------------------------------------------------------------
 
     def tick(self) -> None:
-        """Periodic work: session expiry, time-based retention."""
+        """Periodic work: session expiry, time-based retention, `flush.ms` fsyncs."""
         for gid, mid in self.coordinator.expire():
             log.info("group %s: member %s expired", gid, mid)
         now = int(time.time() * 1000)
@@ -291,3 +392,8 @@ class Broker:
                     and lg.enforce_retention(now)):
                 for v in self.catalog.views_of(name):
                     self.logs[(v.name, p)].drop_before(lg.start_offset)
+            if lg.flush_due():
+                try:
+                    lg.flush()
+                except StorageError as exc:
+                    log.error("%s/%d: %s", name, p, exc)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import faulthandler
 import json
 import logging
 import signal
 from pathlib import Path
+
+LOG_LEVELS = {-1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}  # -q, default, -v
 
 
 def register(subparsers) -> None:
@@ -22,23 +25,37 @@ def register(subparsers) -> None:
                    help="keep topics, logs and committed offsets here (default: in memory)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="JSON: {\"topics\": [{\"name\", \"partitions\", \"configs\": {...}}], "
-                        "\"partitions\": N, \"auto_create\": bool}")
+                        "\"partitions\": N, \"auto_create\": bool, "
+                        "\"log.flush.interval.messages\": N, \"log.flush.interval.ms\": N, "
+                        "\"max.connections\": N, \"connections.max.idle.ms\": N, "
+                        "\"queued.max.request.bytes\": N, \"fetch.max.bytes\": N}")
     p.add_argument("--switch", choices=("native", "python"), default="native",
                    help="software switch implementation")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log debug detail")
+    p.add_argument("-q", "--quiet", action="count", default=0, help="log warnings and errors only")
     p.set_defaults(func=run)
 
     t = subparsers.add_parser(
-        "topic", help="create, delete or list topics and views on a running camus serve",
+        "topic", help="create, delete, list or describe topics and views on a running camus serve",
         description="Topic administration (kafka-topics refuses camus.* configs on the client "
                     "side). Example: camus topic create big --config camus.source=orders "
                     "--config 'camus.filter=price > 100'")
-    t.add_argument("action", choices=("create", "delete", "list"))
-    t.add_argument("name", nargs="?")
-    t.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
-    t.add_argument("--partitions", type=int, default=-1, help="default: the broker's")
-    t.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="a topic config (split at the first '='); repeatable")
+    actions = t.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    for name, text in (("create", "create a topic or a view"), ("delete", "delete a topic or view"),
+                       ("list", "topics and views, with each view's source and filter"),
+                       ("describe", "a topic's or view's configs, partitions, offsets and counters")):
+        a = actions.add_parser(name, help=text, description=text)
+        if name != "list":
+            a.add_argument("name")
+        a.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+        if name == "create":
+            a.add_argument("--partitions", type=int, default=-1,
+                           help="default: the broker's (a view always has its source's)")
+            a.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                           help="a topic config (split at the first '='); repeatable")
     t.set_defaults(func=run_topic)
 
 
@@ -47,51 +64,88 @@ def run_topic(args: argparse.Namespace) -> int:
 
     from shim import topic_client
 
-    if args.action == "list":
-        for name, partitions in topic_client.list_topics(args.bootstrap_server):
-            print(f"{name}\t{partitions}")
-        return 0
-    if not args.name:
-        print(f"camus topic {args.action}: a topic name is needed", file=sys.stderr)
-        return 2
+    what = f"camus topic {args.action}" + (f" {args.name}" if getattr(args, "name", None) else "")
     try:
+        if args.action == "list":
+            for row in topic_client.list_topics(args.bootstrap_server):
+                print("\t".join(map(str, row)))
+            return 0
+        if args.action == "describe":
+            found = topic_client.describe(args.bootstrap_server, args.name)
+            if found is None:
+                print(f"{what}: topic {args.name!r} does not exist", file=sys.stderr)
+                return 1
+            print(found)
+            return 0
         if args.action == "create":
-            error = topic_client.create(args.bootstrap_server, args.name, args.partitions,
-                                        topic_client.parse_configs(args.config))
+            error, made = topic_client.create(args.bootstrap_server, args.name, args.partitions,
+                                              topic_client.parse_configs(args.config))
+            if not error and args.partitions not in (-1, made):
+                print(f"{what}: warning: a view has its source's partitions: {made}, not "
+                      f"{args.partitions}", file=sys.stderr)
         else:
             error = topic_client.delete(args.bootstrap_server, args.name)
+    except topic_client.Unreachable as exc:
+        print(f"{what}: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as exc:
-        print(f"camus topic {args.action}: {exc}", file=sys.stderr)
+        print(f"{what}: {exc}", file=sys.stderr)
         return 2
     if error:
-        print(f"camus topic {args.action} {args.name}: {error}", file=sys.stderr)
+        print(f"{what}: {error}", file=sys.stderr)
         return 1
     print(f"{'created' if args.action == 'create' else 'deleted'} {args.name}")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from shim.broker import Config
+    from shim.limits import Limits
     from shim.server import serve
-    from shim.topics import TopicError
+    from shim.topics import BROKER_DEFAULTS, TopicError
+
+    def fail(message: str) -> int:
+        print(f"camus serve: {message}", file=sys.stderr)
+        return 2
 
     # `kill -USR1 <pid>` prints every thread's stack to stderr: a hung broker explains itself.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    host, _, port = args.listen.rpartition(":")
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return fail(f"--listen {args.listen!r}: expected HOST:PORT with a port in 0..65535")
     config = Config(host=host or "127.0.0.1", port=int(port), data_dir=args.data_dir,
                     switch_impl=args.switch)
-    topics = []
+    if args.metrics:
+        mhost, sep, mport = args.metrics.rpartition(":")
+        if not sep or not mport.isdigit() or not 0 <= int(mport) <= 65535:
+            return fail(f"--metrics {args.metrics!r}: expected HOST:PORT with a port in 0..65535")
+        config.metrics = (mhost or "127.0.0.1", int(mport))
     if args.config:
-        doc = json.loads(args.config.read_text())
-        config.default_partitions = int(doc.get("partitions", config.default_partitions))
-        config.auto_create = bool(doc.get("auto_create", config.auto_create))
-        topics = doc.get("topics", [])
-    config.topics = topics
+        try:
+            doc = json.loads(args.config.read_text())
+            if not isinstance(doc, dict):
+                raise ValueError("expected a JSON object")
+            config.default_partitions = int(doc.get("partitions", config.default_partitions))
+            config.auto_create = bool(doc.get("auto_create", config.auto_create))
+            config.topic_defaults = {topic_name: str(int(doc[name])) for name, topic_name
+                                     in BROKER_DEFAULTS.items() if name in doc}
+            config.limits = Limits.from_config(doc)
+            config.topics = list(doc.get("topics", []))
+        except OSError as exc:
+            return fail(f"--config {args.config}: {exc.strerror}")
+        except json.JSONDecodeError as exc:
+            return fail(f"--config {args.config}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}")
+        except (TypeError, ValueError) as exc:
+            return fail(f"--config {args.config}: {exc}")
+    logging.basicConfig(level=LOG_LEVELS[max(-1, min(1, args.verbose - args.quiet))],
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         asyncio.run(serve(config))
     except TopicError as exc:
-        logging.error("--config: %s", exc)
-        return 2
+        return fail(f"--config: {exc}")
+    except OSError as exc:
+        hint = " (another camus serve, or a Kafka broker?)" if exc.errno == errno.EADDRINUSE else ""
+        return fail(f"{exc.strerror or exc}{hint}")
     return 0

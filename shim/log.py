@@ -19,6 +19,16 @@ they do on Kafka, instead of vanishing at once). When every batch has expired an
 active segment named by the log end offset stays behind, so the next offset survives
 a restart. A torn last batch (crash mid-append) is cut off when the log is opened.
 
+Durability, as Kafka's: an append is written to the segment file before it is acknowledged
+(so it survives the process being killed), and reaches the disk when the operating system
+writes it back, unless the log is told to fsync: after every `flush_messages` records
+(`flush.messages`) or once its oldest unflushed append is `flush_ms` old (`flush.ms`,
+checked by the broker's tick). A write or fsync that fails (ENOSPC, EIO) is undone by
+truncating the segment back to its last whole batch, so no later append can sit behind a
+torn one, and the append raises `StorageError` (the produce gets KAFKA_STORAGE_ERROR,
+which clients retry). If even that truncation fails, the log goes offline: it refuses every
+append until the broker restarts and cuts the tail, as Kafka takes a failed log dir offline.
+
 The log start offset is kept on its own, not read off the first stored batch: a view's
 first batch may start well past its true start (its first matching record), and Kafka
 keeps a log with gaps (a compacted topic) starting where the log starts, so a Fetch or a
@@ -32,15 +42,45 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shim.protocol.errors import RecordBatchError
-from shim.protocol.records import decode_batch, read_batch_header
+from shim.protocol.records import Record, decode_batch, encode_batch, read_batch_header
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
+
+
+# The producer id on gap batches: outside the range `shim.producers` hands out, so no
+# read_committed consumer can mistake a gap for the end of one of its transactions.
+GAP_PRODUCER_ID = 2**63 - 1
+TRANSACTIONAL_BIT, CONTROL_BIT = 0x10, 0x20
+COMMIT_MARKER = struct.pack(">hh", 0, 1)  # control record key: version 0, type COMMIT
+
+
+def gap_batch(first: int, last: int, timestamp: int) -> bytes:
+    """A batch that covers offsets first..last and holds no data record.
+
+    A view's tail of filtered-out offsets is served as one, so that every consumer of a view
+    reaches its high watermark whatever the filter dropped at the end. Clients skip a control
+    batch and move their position past its last offset, as they do over a transaction
+    marker. It is a control batch rather than an empty one because librdkafka stores (and
+    so commits) the offset after a control record it skips, but not after an empty batch:
+    with an empty batch a confluent-kafka consumer reaches partition EOF yet commits the
+    offset after the last match, and its lag never reaches 0. The one control record, a
+    COMMIT marker of a producer id no producer has, sits at `last`; the offsets before it
+    are absent, as in a compacted batch.
+    """
+    marker = Record(last, max(timestamp, 0), COMMIT_MARKER, struct.pack(">hi", 0, 0), [])
+    return encode_batch([marker], base_offset=first, producer_id=GAP_PRODUCER_ID,
+                        producer_epoch=0, attributes=TRANSACTIONAL_BIT | CONTROL_BIT)
+
+
+class StorageError(Exception):
+    """A partition's files could not be written; nothing of the failed append remains."""
 
 
 @dataclass
@@ -55,6 +95,9 @@ class Segment:
     starts: list[int] = field(default_factory=list)  # byte position of each batch
     size: int = 0
     max_timestamp: int = -1
+    # The time index: the newest timestamp of batches 0..i (their headers' max timestamps),
+    # non-decreasing, so ListOffsets by time bisects it instead of reading every batch.
+    newest: list[int] = field(default_factory=list)
 
     def span(self, i: int, j: int) -> bytes:
         """The bytes of batches i..j-1."""
@@ -66,24 +109,43 @@ class Segment:
             f.seek(a)
             return f.read(b - a)
 
-    def add(self, first: int, last: int, length: int) -> None:
+    def add(self, first: int, last: int, length: int, max_timestamp: int) -> None:
         self.firsts.append(first)
         self.lasts.append(last)
         self.starts.append(self.size)
+        self.newest.append(max(self.newest[-1], max_timestamp) if self.newest else max_timestamp)
         self.size += length
+
+    def drop_front(self, k: int, headers: list[int]) -> None:
+        """Forget batches 0..k-1 (in-memory segments); `headers`: the kept batches' own max
+        timestamps, to rebuild the time index without the dropped ones."""
+        cut = self.starts[k] if k < len(self.starts) else self.size
+        del self.data[:cut]
+        self.firsts, self.lasts = self.firsts[k:], self.lasts[k:]
+        self.starts = [p - cut for p in self.starts[k:]]
+        self.size -= cut
+        self.newest = []
+        for t in headers:
+            self.newest.append(max(self.newest[-1], t) if self.newest else t)
 
 
 class PartitionLog:
     def __init__(self, directory: Path | None = None, *, retention_bytes: int = -1,
                  retention_ms: int = -1, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 start_offset: int = 0) -> None:
+                 start_offset: int = 0, flush_messages: int = -1, flush_ms: int = -1) -> None:
         self.directory = directory
         self.retention_bytes = retention_bytes
         self.retention_ms = retention_ms
         self.segment_bytes = segment_bytes
+        self.flush_messages = flush_messages  # fsync after this many records (< 1: never)
+        self.flush_ms = flush_ms  # fsync once the oldest unflushed append is this old (< 0: never)
         self.segments: list[Segment] = []
         self.start_offset = start_offset  # see the module text: not the first batch's offset
         self.next_offset = start_offset
+        self.offline: str | None = None  # why appends are refused until a restart
+        self._unflushed = 0  # records appended since the last fsync
+        self._unflushed_since = 0.0  # monotonic time of the oldest unflushed append
+        self._unsynced: list[Path] = []  # segment files (and new ones' directory) to fsync
         self._time_checked = int(time.time() * 1000)
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
@@ -98,8 +160,9 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from the one holding `offset` on, at least one, about max_bytes."""
-        out, total = [], 0
+        """Whole batches from the one holding `offset` on, at least one, about max_bytes;
+        ending, when the read reaches a tail of filtered-out offsets, in a gap batch."""
+        out, total, complete = [], 0, True
         for s in self.segments:
             if not s.lasts or s.lasts[-1] < offset:
                 continue
@@ -114,8 +177,23 @@ class PartitionLog:
             if j > i:
                 out.append(s.span(i, j))
             if j < len(s.starts):
+                complete = False
                 break
+        if complete:
+            gap_start = max(offset, self._stored_end())
+            if gap_start < self.next_offset:
+                out.append(gap_batch(gap_start, self.next_offset - 1, self._newest_timestamp()))
         return b"".join(out)
+
+    def _stored_end(self) -> int:
+        """One past the last offset a stored batch covers (the start, if none is stored)."""
+        for s in reversed(self.segments):
+            if s.lasts:
+                return s.lasts[-1] + 1
+        return self.start_offset
+
+    def _newest_timestamp(self) -> int:
+        return max((s.max_timestamp for s in self.segments), default=-1)
 
     def headers(self):
         """The header of every batch held, oldest first (no records decoded)."""
@@ -123,54 +201,128 @@ class PartitionLog:
             for i in range(len(s.starts)):
                 yield read_batch_header(s.span(i, i + 1), verify_crc=False)
 
-    def _batches(self):
-        for s in self.segments:
-            for i in range(len(s.starts)):
-                yield s.span(i, i + 1)
-
     def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record stamped at or after `timestamp`."""
-        for b in self._batches():
-            if read_batch_header(b, verify_crc=False).max_timestamp >= timestamp:
-                for r in decode_batch(b, verify_crc=False).records:
+        """(offset, timestamp) of the first record stamped at or after `timestamp`: the
+        time index names the first batch that can hold one; only that batch is decoded."""
+        for s in self.segments:
+            i = bisect.bisect_left(s.newest, timestamp)
+            while i < len(s.starts):  # a batch whose header overstates its records: go on
+                for r in decode_batch(s.span(i, i + 1), verify_crc=False).records:
                     if r.timestamp >= timestamp:
                         return r.offset, r.timestamp
+                i += 1
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the newest timestamp, (-1, -1) if
         empty: the record's own offset, as Kafka answers since 3.8 (KAFKA-16310), not the
         end of its batch (confluent-kafka's list_offsets test checks it)."""
-        best, best_batch = (-1, -1), None
-        for b in self._batches():
-            h = read_batch_header(b, verify_crc=False)
-            if h.max_timestamp > best[1]:
-                best, best_batch = (h.last_offset, h.max_timestamp), b
-        if best_batch is not None:
-            for r in decode_batch(best_batch, verify_crc=False).records:
-                if r.timestamp == best[1]:
-                    return r.offset, r.timestamp
-        return best
+        newest = max((s.newest[-1] for s in self.segments if s.newest), default=-1)
+        if newest < 0:
+            return -1, -1
+        s = next(s for s in self.segments if s.newest and s.newest[-1] == newest)
+        i = bisect.bisect_left(s.newest, newest)
+        batch = s.span(i, i + 1)
+        for r in decode_batch(batch, verify_crc=False).records:
+            if r.timestamp == newest:
+                return r.offset, r.timestamp
+        return read_batch_header(batch, verify_crc=False).last_offset, newest
 
     # --- writing --------------------------------------------------------------------
 
     def append(self, batch: bytes, last_offset: int, max_timestamp: int) -> None:
         """Add one batch whose offsets are already assigned (last_offset >= next_offset - 1)."""
+        self.append_all([(batch, last_offset, max_timestamp)])
+
+    def append_all(self, batches: list[tuple[bytes, int, int]]) -> None:
+        """Add (batch, last offset, max timestamp) batches as one write: all of them or, with
+        StorageError, none (see the module text)."""
+        if self.offline:
+            raise StorageError(self.offline)
         active = self.segments[-1]
         if active.size >= self.segment_bytes:
             active = self._roll(self.next_offset)
-        first = int.from_bytes(batch[0:8], "big", signed=True)
+        data = b"".join(b for b, _, _ in batches)
+        records = sum(last - int.from_bytes(b[0:8], "big", signed=True) + 1 for b, last, _ in batches)
         if active.data is not None:
-            active.data += batch
+            active.data += data
         else:
-            with open(active.path, "ab") as f:
-                f.write(batch)
-        active.add(first, last_offset, len(batch))
-        # A batch without timestamps (-1) ages from when it arrived, not from 1970.
-        stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
-        active.max_timestamp = max(active.max_timestamp, stamp)
-        self.next_offset = last_offset + 1
+            self._write(active, data)
+            if not self._unflushed:
+                self._unflushed_since = time.monotonic()
+            self._unflushed += records
+            if self.flush_messages > 0 and self._unflushed >= self.flush_messages:
+                self._flush_or_undo(active)
+        for batch, last_offset, max_timestamp in batches:
+            active.add(int.from_bytes(batch[0:8], "big", signed=True), last_offset, len(batch),
+                       max_timestamp)
+            # A batch without timestamps (-1) ages from when it arrived, not from 1970.
+            stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
+            active.max_timestamp = max(active.max_timestamp, stamp)
+            self.next_offset = last_offset + 1
         self.enforce_retention(by_time=False)
+
+    def _flush_or_undo(self, segment: Segment) -> None:
+        """fsync before the append is acknowledged; if that fails the append is cut off again
+        (the log is offline by then, see `flush`), so it is neither refused nor stored."""
+        try:
+            self.flush()
+        except StorageError:
+            try:
+                os.truncate(segment.path, segment.size)
+            except OSError:
+                pass  # offline already; the restart cuts the unacknowledged tail
+            raise
+
+    def _write(self, segment: Segment, data: bytes) -> None:
+        """Append `data` to the segment file whole, or leave the file as it was."""
+        try:
+            fd = os.open(segment.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise StorageError(f"{segment.path}: cannot open for append: {exc.strerror}") from exc
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            self._undo(fd, segment, exc)
+        finally:
+            os.close(fd)
+        if segment.path not in self._unsynced:
+            self._unsynced.append(segment.path)
+
+    def _undo(self, fd: int, segment: Segment, exc: OSError) -> None:
+        """Cut a failed write off the file; a log whose file cannot be cut goes offline."""
+        reason = f"{segment.path}: write failed: {exc.strerror or exc}"
+        try:
+            os.ftruncate(fd, segment.size)
+        except OSError as cut:
+            self.offline = f"{reason}; and could not be truncated back ({cut.strerror}): offline until restart"
+            raise StorageError(self.offline) from exc
+        raise StorageError(reason) from exc
+
+    def flush(self) -> None:
+        """fsync what was appended since the last flush (and new segments' directory)."""
+        paths, self._unsynced = self._unsynced, []
+        try:
+            for path in paths:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            # What the page cache held is now of unknown durability (fsync reports a lost
+            # write-back once): refuse further appends rather than acknowledge on top of it.
+            self.offline = f"fsync of {path} failed: {exc.strerror or exc}: offline until restart"
+            raise StorageError(self.offline) from exc
+        self._unflushed = 0
+
+    def flush_due(self, now: float | None = None) -> bool:
+        """Whether `flush_ms` has passed since the oldest unflushed append (`time.monotonic()`)."""
+        now = time.monotonic() if now is None else now
+        return (self.flush_ms >= 0 and self._unflushed > 0 and not self.offline
+                and (now - self._unflushed_since) * 1000 >= self.flush_ms)
 
     def advance(self, next_offset: int) -> None:
         """Move the end without a batch (a view whose source records were all filtered out)."""
@@ -190,8 +342,10 @@ class PartitionLog:
         dropped = 0
         while self.segments and self.segments[0].starts:
             first = self.segments[0]
-            # Kafka's rule: drop a segment only if what remains still holds retention_bytes.
-            too_big = self.retention_bytes >= 0 and self.size - first.size >= self.retention_bytes
+            # Kafka's rule: drop a segment only if what remains still holds retention_bytes,
+            # and never the active one for size (so retention.bytes=0 keeps the newest).
+            too_big = (self.retention_bytes >= 0 and len(self.segments) > 1
+                       and self.size - first.size >= self.retention_bytes)
             too_old = (by_time and self.retention_ms >= 0
                        and first.max_timestamp < now_ms - self.retention_ms)
             if not (too_big or too_old):
@@ -213,11 +367,9 @@ class PartitionLog:
             k = bisect.bisect_left(s.lasts, offset)
             if k == 0 or s.data is None:
                 continue
-            cut = s.starts[k] if k < len(s.starts) else s.size
-            del s.data[:cut]
-            s.firsts, s.lasts = s.firsts[k:], s.lasts[k:]
-            s.starts = [p - cut for p in s.starts[k:]]
-            s.size -= cut
+            kept = [read_batch_header(s.span(i, i + 1), verify_crc=False).max_timestamp
+                    for i in range(k, len(s.starts))]
+            s.drop_front(k, kept)
 
     def delete(self) -> None:
         for s in self.segments:
@@ -234,8 +386,12 @@ class PartitionLog:
     def _roll(self, base: int) -> Segment:
         if self.directory is not None:
             path = self.directory / f"{base:020d}.log"
-            path.touch()
+            try:
+                path.touch()
+            except OSError as exc:
+                raise StorageError(f"{path}: cannot create segment: {exc.strerror}") from exc
             seg = Segment(base, path)
+            self._unsynced.append(self.directory)  # the new file's name is in the directory
         else:
             seg = Segment(base, None, bytearray())
         self.segments.append(seg)
@@ -251,7 +407,7 @@ class PartitionLog:
                     h = read_batch_header(data, pos)
                 except RecordBatchError:
                     break  # a torn tail: keep what was written whole
-                seg.add(h.base_offset, h.last_offset, h.size)
+                seg.add(h.base_offset, h.last_offset, h.size, h.max_timestamp)
                 seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
                 pos += h.size
             if pos != len(data):

@@ -20,12 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-try:
-    from switch import _native
-except ImportError:  # not built: `packets` frames every record
-    _native = None
-if not hasattr(_native, "frame_records"):  # a stale build from before native framing
-    _native = None
+from shim.native_kafka import native as _native  # None: `packets` frames every record
 
 HEADER = struct.Struct(">IIQHHI8Q")  # topic, partition, offset, frag index, frag count, length, slots
 ETH_IP_UDP = 14 + 20 + 8
@@ -109,7 +104,7 @@ def packets(topic_id: int, partition: int, offset: int, slots: list[int], record
 def frame_records(topic_id: int, partition: int, records, slots: list[list[int]] | bytes | None,
                   shift: int = 0, addr: Addressing = Addressing(),
                   fragment: int = DEFAULT_FRAGMENT) -> tuple[bytes, bytes, bytes] | None:
-    """`packets` for many records at once, by the extension (switch/native/src/reframe.rs):
+    """`packets` for many records at once, by the extension (shim/native/src/reframe.rs):
     the frames of every record in order, packed as `Switch.process_packed` takes them, as
     (frames, u32 LE length per frame, u32 LE record index per frame). `records` are
     `shim.protocol.records.Record`s numbered `r.offset + shift`; `slots` holds each record's
@@ -127,7 +122,7 @@ def frame_body(topic_id: int, partition: int, batch, paths, shift: int = 0,
     from its records section: `batch_records(batch)` framed with `shift`, slots read by
     `paths` (`Schema.packed_paths()`; None: all 0). (frames, lengths, owner, misses), or
     None where the caller must build the records and take the `frame_records` path."""
-    if _native is None or batch.body is None or not hasattr(_native, "frame_body"):
+    if _native is None or batch.body is None:
         return None
     json_paths, fields = paths if paths is not None else (None, [])
     section = (batch.body, batch.record_count, batch.base_offset, batch.base_timestamp)

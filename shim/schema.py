@@ -25,13 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from compiler.errors import CamusError
-
-try:
-    from switch import _native
-except ImportError:  # not built: json.loads does it all
-    _native = None
-if not hasattr(_native, "JsonPaths"):  # a stale build from before JsonPaths
-    _native = None
+from shim.native_kafka import native as _native  # None: json.loads does it all
 
 SLOTS = 8
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(u8|u16|u32|u64|str[1-8])=(.+)$")
@@ -68,7 +62,7 @@ class Schema:
     fields: list[SchemaField]
     text: str = ""
     misses: dict[str, int] = field(default_factory=dict)  # field -> records given the zero value
-    # The JSON fields' paths for switch._native.JsonPaths, which reads them out of a value
+    # The JSON fields' paths for shim._native.JsonPaths, which reads them out of a value
     # without json.loads (~10x faster), deferring to it where it cannot match it exactly;
     # None without the extension.
     _json_paths: object = field(default=None, init=False, repr=False, compare=False)
@@ -85,7 +79,7 @@ class Schema:
         except (ValueError, TypeError, OverflowError):  # a step it cannot hold: json.loads
             return
         self._json_index = {f.name: i for i, f in enumerate(json_fields)}
-        if len(json_fields) == len(self.fields) and hasattr(self._json_paths, "slots"):
+        if len(json_fields) == len(self.fields):
             self._json_slots = [(f.slot, f.is_string, f.width) for f in json_fields]
 
     def by_name(self, name: str) -> SchemaField | None:
@@ -147,6 +141,15 @@ class Schema:
 
 
 _UNPARSED = object()
+
+
+def describe_source(f: SchemaField) -> str:
+    """Where a field's value comes from, as camus.schema spells it."""
+    if f.source == "json":
+        return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in f.path)
+    if f.source == "bytes":
+        return "bytes:" + ":".join(map(str, f.path))
+    return f"header:{f.path[0]}" if f.source == "header" else f.source
 
 
 def parse_schema(text: str) -> Schema:

@@ -7,6 +7,10 @@ later requests, never anyone else's. Handlers come from the dispatch table in
 `shim.handlers`; an advertised API without a handler, or a handler that raises, answers
 that request with its own error shape (UNSUPPORTED_VERSION / UNKNOWN_SERVER_ERROR) and
 keeps the connection (if even that answer cannot be built, the connection is closed).
+Resources are bounded as `shim.limits` says: connections past `max.connections` are closed
+as they arrive, a connection idle for `connections.max.idle.ms` is closed, and a request
+larger than one socket read is read only once its size is reserved from the shared
+`queued.max.request.bytes` pool.
 Protocol errors follow docs/kafka-protocol.md: send the prepared answer when there is one,
 otherwise log and close this connection only.
 """
@@ -17,9 +21,12 @@ import asyncio
 import inspect
 import logging
 import signal
+import time
 
 from shim.broker import Broker, Config
 from shim.handlers import HANDLERS, Context
+from shim.limits import SMALL_REQUEST, RequestMemory
+from shim.metrics import Metrics
 from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_response
 
 log = logging.getLogger("camus.server")
@@ -32,11 +39,16 @@ async def _answer(ctx: Context, request, flush):
     if handler is None:
         log.warning("no handler for %s v%d", request.api.name, request.api_version)
         return request.error_response(ErrorCode.unsupported_version)
+    started = time.perf_counter()
     try:
         result = handler(ctx, request)
         if inspect.isawaitable(result):
             await flush()  # it may park (a long-poll, a join): earlier answers go out first
             result = await result
+        requests = ctx.broker.requests
+        requests[request.api.name] = requests.get(request.api.name, 0) + 1
+        if ctx.broker.metrics is not None:
+            ctx.broker.metrics.observe(request.api.name, started)
         return result
     except Exception:
         log.exception("%s v%d from %s failed", request.api.name, request.api_version,
@@ -50,8 +62,10 @@ async def _answer(ctx: Context, request, flush):
 
 
 async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
-                            writer: asyncio.StreamWriter) -> None:
+                            writer: asyncio.StreamWriter, memory: RequestMemory) -> None:
     peer = writer.get_extra_info("peername") or ("?", 0)
+    idle = broker.config.limits.idle_ms / 1000
+    reserved = 0  # bytes of the pool held for the request being received
     ctx = Context(broker, peer[0])
     conn = ServerConnection()
     # Answers to requests that arrived together (a client pipelines them: librdkafka sends
@@ -69,7 +83,14 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
 
     try:
         while True:
-            data = await reader.read(1 << 16)
+            size = conn.pending_frame_size
+            if size is not None and size > SMALL_REQUEST and not reserved:
+                reserved = await memory.reserve(size)
+            try:
+                data = await asyncio.wait_for(reader.read(SMALL_REQUEST), idle)
+            except asyncio.TimeoutError:
+                log.info("client %s:%s: idle for connections.max.idle.ms; closing", *peer[:2])
+                return
             if not data:
                 return
             conn.receive_data(data)
@@ -82,10 +103,16 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                         await flush()
                         return
                     pending.append(exc.response)
+                    if reserved:  # the refused frame was the reserved one
+                        memory.release(reserved)
+                        reserved = 0
                     continue
                 if request is None:
                     break
                 response = await _answer(ctx, request, flush)
+                if reserved:  # the reserved request was at the head: it is this one
+                    memory.release(reserved)
+                    reserved = 0
                 if response is None:
                     await flush()
                     return
@@ -97,6 +124,8 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
     except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
         pass  # the client left, or the server is shutting down
     finally:
+        if reserved:
+            memory.release(reserved)
         writer.close()
 
 
@@ -113,12 +142,23 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
     """Serve until SIGINT/SIGTERM (or `stop` is set); `on_ready(broker)` once listening."""
     broker = Broker(config)
     connections: set[asyncio.Task] = set()
+    memory = RequestMemory(config.limits.queued_bytes)
+    config.limits.max_connections = config.limits.connections_allowed()
+    refused = [0, 0.0]  # connections refused, when that was last logged
 
     async def connection(reader, writer):
+        if len(connections) >= config.limits.max_connections:
+            writer.close()  # the client's reconnect backoff retries later
+            refused[0] += 1
+            if time.monotonic() - refused[1] > 10:
+                log.warning("max.connections=%d reached: refused %d connection(s)",
+                            config.limits.max_connections, refused[0])
+                refused[:] = [0, time.monotonic()]
+            return
         task = asyncio.current_task()
         connections.add(task)
         try:
-            await _serve_connection(broker, reader, writer)
+            await _serve_connection(broker, reader, writer, memory)
         finally:
             connections.discard(task)
 
@@ -135,6 +175,10 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
         except (NotImplementedError, RuntimeError):
             pass  # not in the main thread (tests)
     tasks = [asyncio.create_task(_housekeeping(broker))]
+    metrics_server = None
+    if config.metrics is not None:
+        broker.metrics = Metrics(broker)
+        metrics_server = await broker.metrics.serve(*config.metrics)
     if on_ready is not None:
         on_ready(broker)
     async with server:
@@ -144,4 +188,6 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
         for t in [*tasks, *connections]:
             t.cancel()
         await asyncio.gather(*tasks, *connections, return_exceptions=True)
+        if metrics_server is not None:
+            metrics_server.close()
     broker.save_offsets()

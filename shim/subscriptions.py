@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule
-from compiler.errors import SpecError
+from compiler.errors import RuleError, SpecError
+from compiler.normalize import MAX_DISJUNCTS, size_bound
 from compiler.rules import deep_recursion, parse_filter
 from compiler.spec import QueryField, Spec, load_spec
 from shim.schema import Schema
@@ -30,8 +31,9 @@ def kafka_spec() -> Spec:
 
 
 class TopicSpec(Spec):
-    """The Kafka spec seen through one topic's schema: schema names resolve to their slots,
-    typed with the schema's width (so `price > 5000000000` on a u32 is an error)."""
+    """The Kafka spec seen through one topic's schema: schema names resolve to fields of
+    the schema's width, named as the schema names them (so `price > 5000000000` on a u32 is
+    an error that says 'price', not the slot), each standing for its slot (`slots`)."""
 
     def __init__(self, base: Spec, schema: Schema):
         super().__init__(base.name, base.headers, base.udp_port, base.framing,
@@ -39,10 +41,12 @@ class TopicSpec(Spec):
                          dict(base.query_fields))
         self.base = base
         self.aliases: dict[str, QueryField] = {}
+        self.slots: dict[QueryField, QueryField] = {}  # schema field -> its slot
         for f in schema.fields:
             slot = base.query_fields[f"kafka.slot{f.slot}"]
-            self.aliases[f.name] = QueryField(slot.qname, f.width, slot.bit_offset, "range",
-                                              f.is_string)
+            alias = QueryField(f.name, f.width, slot.bit_offset, "range", f.is_string)
+            self.aliases[f.name] = alias
+            self.slots[alias] = slot
 
     def resolve(self, name, line=None, column=None, source=None) -> QueryField:
         if name in self.aliases:
@@ -58,18 +62,29 @@ def view_filter(base: Spec, schema: Schema | None, text: str) -> Filter:
     # The rule language allows MAX_NESTING levels of parentheses; walking them takes the
     # same raised recursion limit the parser and the compiler use.
     with deep_recursion():
-        return _onto(base, parse_filter(text, spec, source="camus.filter"))
+        return _onto(spec.slots, parse_filter(text, spec, source="camus.filter"))
 
 
-def _onto(base: Spec, f: Filter) -> Filter:
+def check_compilable(f: Filter) -> None:
+    """RuleError if `f` may be too large to compile as one subscription: an upper bound of
+    its disjunctive normal form (computed without building it, so cheap on the event loop)
+    passes the compiler's limit. Checked where a view is created, so that a filter the data
+    path could refuse is refused there (INVALID_CONFIG), not at every later produce."""
+    with deep_recursion():
+        bound = size_bound(f)
+    if bound > MAX_DISJUNCTS:
+        raise RuleError(f"camus.filter may expand to more than {MAX_DISJUNCTS} alternatives in "
+                        "disjunctive normal form; split it into several views")
+
+
+def _onto(slots: dict[QueryField, QueryField], f: Filter) -> Filter:
     # Slot values are zero-extended, so an atom keeps its meaning on the 64-bit slot.
     if isinstance(f, Atom):
-        return Atom(base.query_fields[f.field.qname], f.op, f.value, f.prefix_len, f.line,
-                    f.column)
+        return Atom(slots[f.field], f.op, f.value, f.prefix_len, f.line, f.column)
     if isinstance(f, (And, Or)):
-        return type(f)(tuple(_onto(base, i) for i in f.items))
+        return type(f)(tuple(_onto(slots, i) for i in f.items))
     if isinstance(f, Not):
-        return Not(_onto(base, f.item))
+        return Not(_onto(slots, f.item))
     return f
 
 

@@ -1,4 +1,4 @@
-"""`camus topic create|delete|list`: topic administration from the command line.
+"""`camus topic create|delete|list|describe`: topic administration from the command line.
 
 Kafka's own `kafka-topics` tool cannot create camus topics: it checks config names
 against Kafka's list on the client side ("Unknown topic config name: camus.schema") and
@@ -21,6 +21,12 @@ from shim.protocol import build
 from shim.protocol.framing import frame
 
 CREATE_TOPICS, DELETE_TOPICS, METADATA = (19, 7), (20, 5), (3, 12)
+DESCRIBE_CONFIGS, LIST_OFFSETS = (32, 1), (2, 1)
+TOPIC_RESOURCE, EARLIEST, LATEST = 2, -2, -1
+
+
+class Unreachable(OSError):
+    """No broker answers at the address given."""
 
 
 def call(bootstrap: str, api: tuple[int, int], timeout: float = 30.0, **fields):
@@ -33,7 +39,14 @@ def call(bootstrap: str, api: tuple[int, int], timeout: float = 30.0, **fields):
                                               correlation_id=1, client_id="camus-topic"))
     entity_writer(cls)(buf, build(cls, **fields))
     host, _, port = bootstrap.rpartition(":")
-    with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as s:
+    if not port.isdigit():
+        raise ValueError(f"--bootstrap-server {bootstrap!r}: expected HOST:PORT")
+    try:
+        s = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+    except OSError as exc:
+        raise Unreachable(f"cannot connect to {bootstrap} ({exc.strerror or exc}): "
+                          "is camus serve running there?") from exc
+    with s:
         s.sendall(frame(buf.getvalue()))
         size = struct.unpack(">i", _read(s, 4))[0]
         payload = _read(s, size)
@@ -64,23 +77,88 @@ def parse_configs(items: list[str]) -> dict[str, str]:
     return out
 
 
-def create(bootstrap: str, name: str, partitions: int, configs: dict[str, str]) -> str | None:
-    """None on success, else the broker's error message."""
+def _explain(name: str, code, message: str | None) -> str:
+    if code.name == "unknown_topic_or_partition":
+        return f"topic {name!r} does not exist"
+    return f"{message} ({code.name})" if message else code.name
+
+
+def create(bootstrap: str, name: str, partitions: int,
+           configs: dict[str, str]) -> tuple[str | None, int]:
+    """(None, partitions made) on success, else (the broker's error message, -1)."""
     body = call(bootstrap, CREATE_TOPICS, topics=[{
         "name": name, "num_partitions": partitions, "replication_factor": -1, "assignments": [],
         "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
         timeout=30000, validate_only=False)
     t = body.topics[0]
-    return None if t.error_code == 0 else f"{t.error_code.name}: {t.error_message or ''}".strip()
+    if t.error_code != 0:
+        return _explain(name, t.error_code, t.error_message), -1
+    return None, t.num_partitions
 
 
 def delete(bootstrap: str, name: str) -> str | None:
     body = call(bootstrap, DELETE_TOPICS, topic_names=[name], timeout=30000)
     r = body.responses[0]
-    return None if r.error_code == 0 else f"{r.error_code.name}: {r.error_message or ''}".strip()
+    return None if r.error_code == 0 else _explain(name, r.error_code, r.error_message)
 
 
-def list_topics(bootstrap: str) -> list[tuple[str, int]]:
-    body = call(bootstrap, METADATA, topics=None, allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False)
-    return sorted((t.name, len(t.partitions)) for t in body.topics)
+def _partitions(bootstrap: str, names: list[str] | None) -> dict[str, int]:
+    body = call(bootstrap, METADATA, topics=None if names is None else [{"name": n} for n in names],
+                allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    return {t.name: len(t.partitions) for t in body.topics if t.error_code == 0}
+
+
+def _configs(bootstrap: str, names: list[str]) -> dict[str, dict[str, str]]:
+    if not names:
+        return {}
+    body = call(bootstrap, DESCRIBE_CONFIGS, include_synonyms=False, resources=[
+        {"resource_type": TOPIC_RESOURCE, "resource_name": n, "configuration_keys": None}
+        for n in names])
+    return {r.resource_name: {c.name: c.value for c in r.configs}
+            for r in body.results if r.error_code == 0}
+
+
+def list_topics(bootstrap: str) -> list[tuple[str, ...]]:
+    """(name, partitions, what it is) per topic: `view of SOURCE where FILTER`, or `topic`
+    and its schema if it has one."""
+    parts = _partitions(bootstrap, None)
+    configs = _configs(bootstrap, sorted(parts))
+    rows = []
+    for name in sorted(parts):
+        c = configs.get(name, {})
+        if c.get("camus.source"):
+            what = f"view of {c['camus.source']} where {c.get('camus.filter', '')}"
+        else:
+            what = f"topic, schema {c['camus.schema']}" if c.get("camus.schema") else "topic"
+        rows.append((name, str(parts[name]), what))
+    return rows
+
+
+def describe(bootstrap: str, name: str) -> str | None:
+    """A topic's or view's configs, partitions with their offsets, and the broker's
+    counters for it (`camus.stats.*`); None if there is no such topic."""
+    parts = _partitions(bootstrap, [name]).get(name)
+    if parts is None:
+        return None
+    configs = _configs(bootstrap, [name]).get(name, {})
+    ends = {}
+    for which in (EARLIEST, LATEST):
+        body = call(bootstrap, LIST_OFFSETS, replica_id=-1, topics=[{"name": name, "partitions": [
+            {"partition_index": p, "timestamp": which} for p in range(parts)]}])
+        for p in body.topics[0].partitions:
+            ends.setdefault(p.partition_index, {})[which] = p.offset
+    lines = [f"{'view' if configs.get('camus.source') else 'topic'} {name}"]
+    for key in ("camus.source", "camus.filter", "camus.schema"):
+        if configs.get(key):
+            lines.append(f"  {key.split('.', 1)[1]}: {configs[key]}")
+    lines.append(f"  partitions: {parts}")
+    for p in range(parts):
+        lo, hi = ends[p].get(EARLIEST, -1), ends[p].get(LATEST, -1)
+        lines.append(f"    {p}: offsets {lo}..{hi} ({hi - lo} in range)")
+    stats = sorted((k, v) for k, v in configs.items() if k.startswith("camus.stats."))
+    if stats:
+        lines.append("  counters:")
+        lines += [f"    {k[len('camus.stats.'):]}: {v}" for k, v in stats]
+    others = sorted((k, v) for k, v in configs.items() if not k.startswith("camus."))
+    lines.append("  configs: " + ", ".join(f"{k}={v}" for k, v in others))
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ path. Definitions persist in `<data-dir>/topics.json` (rewritten atomically).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -26,7 +27,9 @@ from pathlib import Path
 from compiler.ast import Const, Filter
 from compiler.errors import CamusError
 from shim.schema import Schema, parse_schema
-from shim.subscriptions import kafka_spec, view_filter
+from shim.subscriptions import check_compilable, kafka_spec, view_filter
+
+log = logging.getLogger("camus.topics")
 
 LEGAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -45,7 +48,15 @@ DEFAULTS = {
     "max.message.bytes": str(1 << 20 | 12),
     "message.timestamp.type": "CreateTime",
     "compression.type": "producer",
+    # Kafka's defaults: never fsync on a count or a timer (the OS writes back; see shim/log.py).
+    "flush.messages": str(2**63 - 1),
+    "flush.ms": str(2**63 - 1),
 }
+MIN_SEGMENT_BYTES = 14  # Kafka's lower bound for segment.bytes
+
+# Broker-wide defaults a --config file may set, by Kafka's broker property names.
+BROKER_DEFAULTS = {"log.flush.interval.messages": "flush.messages",
+                   "log.flush.interval.ms": "flush.ms"}
 
 
 class TopicError(Exception):
@@ -63,6 +74,7 @@ class Topic:
     configs: dict[str, str] = field(default_factory=dict)
     schema: Schema | None = None
     filter: Filter = Const(True)
+    defaults: dict[str, str] = field(default_factory=lambda: DEFAULTS, repr=False)
 
     @property
     def source(self) -> str | None:
@@ -73,13 +85,13 @@ class Topic:
         return SOURCE in self.configs
 
     def config(self, name: str) -> str:
-        return self.configs.get(name, DEFAULTS.get(name, ""))
+        return self.configs.get(name, self.defaults.get(name, ""))
 
     def int_config(self, name: str) -> int:
         try:
             return int(self.config(name))
         except ValueError:
-            return int(DEFAULTS[name])
+            return int(self.defaults[name])
 
     def to_json(self) -> dict:
         return {"name": self.name, "topic_id": str(self.topic_id), "number": self.number,
@@ -89,19 +101,29 @@ class Topic:
 class Catalog:
     """Every topic by name, id and number; the only place topics are made or removed."""
 
-    def __init__(self, directory: Path | None = None, spec=None) -> None:
+    def __init__(self, directory: Path | None = None, spec=None,
+                 defaults: dict[str, str] | None = None) -> None:
         self.path = directory / "topics.json" if directory else None
+        self.defaults = {**DEFAULTS, **(defaults or {})}  # a topic's configs fall back to these
         self.by_name: dict[str, Topic] = {}
         self.next_number = 1
         # Query fields compare by identity: filters must be parsed against the data path's spec.
         self.spec = spec or kafka_spec()
+        # Entries of topics.json that no longer load: reported, skipped, and written back
+        # unchanged, so a restart never fails on one and never loses one.
+        self.broken: list[dict] = []
         if self.path and self.path.exists():
             doc = json.loads(self.path.read_text())
             self.next_number = doc.get("next_number", 1)
             for t in doc.get("topics", []):
-                topic = Topic(t["name"], uuid.UUID(t["topic_id"]), t["number"], t["partitions"],
-                              dict(t["configs"]))
-                self._derive(topic)
+                try:
+                    topic = Topic(t["name"], uuid.UUID(t["topic_id"]), t["number"],
+                                  t["partitions"], dict(t["configs"]), defaults=self.defaults)
+                    self._derive(topic)
+                except (CamusError, KeyError, TypeError, ValueError) as exc:
+                    log.error("%s: skipping topic %r: %s", self.path, t.get("name") if isinstance(t, dict) else t, exc)
+                    self.broken.append(t)
+                    continue
                 self.by_name[topic.name] = topic
 
     def __iter__(self):
@@ -124,8 +146,10 @@ class Catalog:
         src = self.get(topic.source) if topic.is_view else None
         return src.partitions if src else topic.partitions
 
-    def check(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        """The topic `CreateTopics` would make; TopicError says why it cannot be."""
+    def check(self, name: str, partitions: int, configs: dict[str, str],
+              partitions_defaulted: bool = True) -> Topic:
+        """The topic `CreateTopics` would make; TopicError says why it cannot be.
+        `partitions_defaulted`: the count was not given (a view takes its source's then)."""
         if not legal_topic_name(name):
             raise TopicError(f"illegal topic name {name!r}: up to 249 of [A-Za-z0-9._-]",
                              "invalid_topic_exception")
@@ -134,16 +158,26 @@ class Catalog:
         if partitions < 1:
             raise TopicError(f"number of partitions must be at least 1, not {partitions}",
                              "invalid_partitions")
-        for key in ("retention.ms", "retention.bytes", "segment.bytes"):
+        for key in ("retention.ms", "retention.bytes", "segment.bytes", "flush.messages", "flush.ms"):
             if key in configs:
                 try:
                     int(configs[key])
                 except ValueError:
                     raise TopicError(f"{key}={configs[key]!r} is not an integer",
                                      "invalid_config") from None
+        if configs.get("cleanup.policy", "delete") != "delete":
+            raise TopicError(f"cleanup.policy={configs['cleanup.policy']!r}: only 'delete' is "
+                             "implemented (no log compaction yet)", "invalid_config")
+        if int(configs.get("segment.bytes", MIN_SEGMENT_BYTES)) < MIN_SEGMENT_BYTES:
+            raise TopicError(f"segment.bytes={configs['segment.bytes']}: must be at least "
+                             f"{MIN_SEGMENT_BYTES}, as on Kafka", "invalid_config")
+        for key in ("retention.bytes", "retention.ms", "flush.messages", "flush.ms"):
+            if key in configs and int(configs[key]) < -1:
+                raise TopicError(f"{key}={configs[key]}: must be -1 or more", "invalid_config")
         if (FILTER in configs) != (SOURCE in configs):
             raise TopicError(f"a view needs both {SOURCE} and {FILTER}", "invalid_config")
-        topic = Topic(name, uuid.uuid4(), self.next_number, partitions, dict(configs))
+        topic = Topic(name, uuid.uuid4(), self.next_number, partitions, dict(configs),
+                      defaults=self.defaults)
         if topic.is_view:
             source = self.get(configs[SOURCE])
             if source is None:
@@ -154,33 +188,57 @@ class Catalog:
                                  "invalid_config")
             if SCHEMA in configs:
                 raise TopicError(f"a view takes its source's {SCHEMA}", "invalid_config")
+            if partitions != source.partitions and not partitions_defaulted:
+                # Not an error: kafka-python's and other clients' topic types always carry a
+                # count. The answer carries the real count; the log and `camus topic` say so.
+                log.warning("view %r gets its source %r's %d partitions, not the %d asked for",
+                            name, source.name, source.partitions, partitions)
             topic.partitions = source.partitions
         try:
             self._derive(topic)
+            if topic.is_view:
+                check_compilable(topic.filter)
         except CamusError as exc:
             raise TopicError(str(exc), "invalid_config") from None
         return topic
 
     def add(self, topic: Topic) -> Topic:
+        """Record a topic (written to topics.json before this returns, or not recorded)."""
         self.by_name[topic.name] = topic
         self.next_number += 1
-        self.save()
+        try:
+            self.save()
+        except OSError:
+            del self.by_name[topic.name]
+            self.next_number -= 1
+            raise
         return topic
+
+    def set_aside(self, topic: Topic) -> None:
+        """Leave a topic that cannot be opened out of this run, keeping its entry on disk."""
+        if self.by_name.pop(topic.name, None) is not None:
+            self.broken.append(topic.to_json())
 
     def remove(self, topic: Topic) -> None:
         del self.by_name[topic.name]
         self.save()
 
     def set_partitions(self, topic: Topic, count: int) -> None:
-        topic.partitions = count
-        for v in self.views_of(topic.name):
-            v.partitions = count
-        self.save()
+        old = topic.partitions
+        for t in [topic, *self.views_of(topic.name)]:
+            t.partitions = count
+        try:
+            self.save()
+        except OSError:
+            for t in [topic, *self.views_of(topic.name)]:
+                t.partitions = old
+            raise
 
     def save(self) -> None:
         if self.path is None:
             return
-        doc = {"next_number": self.next_number, "topics": [t.to_json() for t in self]}
+        doc = {"next_number": self.next_number,
+               "topics": [t.to_json() for t in self] + self.broken}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         os.replace(tmp, self.path)

@@ -104,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
     print(format_counters(counters))
     if args.counters_json:
         Path(args.counters_json).write_text(json.dumps(counters, indent=2) + "\n")
+    if reader.truncated:  # every whole record ran; the damage is reported, and the status says so
+        print(f"camus switch run: {args.pcap_in}: {reader.truncated}; the records before it "
+              "were processed", file=sys.stderr)
+        return 1
     return 0
 
 

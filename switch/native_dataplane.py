@@ -19,19 +19,9 @@ from typing import Any
 from pipeline.entries import Entry
 from pipeline.model import Field, Pipeline
 from switch.dataplane import DROP_REASONS, DataPlane, Output
-
-try:
-    from switch import _native
-except ImportError as exc:  # pragma: no cover - exercised only on a broken install
-    _native = None
-    _IMPORT_ERROR = exc
+from switch.native_switch import load as load_native
 
 ACTION_CODES = {"set_state": 1, "fwd": 2, "mcast": 3, "drop": 4, "set_udp_port": 5}
-
-
-def available() -> bool:
-    """Whether the extension is built and importable."""
-    return _native is not None
 
 
 def _field(f: Field) -> dict:
@@ -74,12 +64,11 @@ class NativeDataPlane(DataPlane):
     """`switch.dataplane.DataPlane` on the compiled extension."""
 
     def __init__(self, pipeline, **options: Any):
-        if _native is None:
-            raise ImportError(f"switch._native is not built (pip install -e .): {_IMPORT_ERROR}")
+        native = load_native()  # ImportError naming the fix when missing or stale
         super().__init__(pipeline, **options)
         plan, self._index = plan_for(self.pipeline, self.max_frame)
         self._names = list(self._index)
-        self._sw = _native.Switch(json.dumps(plan))
+        self._sw = native.Switch(json.dumps(plan))
 
     # ---- hooks ----
 

@@ -3,7 +3,7 @@
 The device config of SetForwardingPipelineConfig is the pipeline IR (pipeline.json bytes);
 the P4Info comes with the request and must name every IR table by the contract of
 docs/pipeline-ir.md. Table and multicast group writes are decoded by name through that P4Info
-(`compiler.p4runtime_entries`) and applied to the `Device`'s data plane, so a controller
+(`p4rt.entries`) and applied to the `Device`'s data plane, so a controller
 programs this switch exactly as it programs bmv2.
 
 What follows the P4Runtime spec (v1.x):
@@ -25,7 +25,7 @@ What follows the P4Runtime spec (v1.x):
   (`controller.push`).
 * Read streams the table entries (table id 0: every table; a match given: that entry),
   multicast groups (id 0: all) and counters.
-* Counters are a documented extension: the software switch's P4Info (`build_p4info(...,
+* Counters are a documented extension: the software switch's P4Info (`p4rt.p4info.build_p4info(...,
   counters=True)`) declares `camus.port_rx` / `camus.port_tx` (index = port),
   `camus.drops` (index = reason, in `switch.dataplane.DROP_REASONS` order) and
   `camus.table.<T>` (index 0 hits, 1 misses) as indirect packet counters; a CounterEntry read
@@ -44,18 +44,13 @@ from concurrent import futures
 import grpc
 from google.protobuf import any_pb2
 
-from compiler.p4runtime_entries import (
-    BadValue,
-    P4InfoIndex,
-    UnknownName,
-    entry_dict,
-    entry_key,
-    group_dict,
-    multicast_entry,
-    table_entry,
-)
-from compiler.p4runtime_protos import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
-from compiler.p4info import p4_table_name
+from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
+from p4rt.entry_key import entry_key
+from p4rt.index import P4InfoIndex, UnknownName
+from p4rt.names import p4_table_name
+from p4rt.protos import code_pb2, p4runtime_pb2, status_pb2
+from p4rt.stubs import p4runtime_pb2_grpc
+from p4rt.values import BadValue
 from pipeline.document import from_json
 from pipeline.entries import normalise_replicas
 from pipeline.model import EntryError, PipelineError
@@ -173,14 +168,13 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _verify(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> PipelineConfig:
         try:
-            pipeline = json.loads(config.p4_device_config)
-            parsed = from_json(pipeline)
+            pipeline = from_json(json.loads(config.p4_device_config))
         except (ValueError, PipelineError) as exc:
             raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"device config is not a pipeline IR: {exc}") from None
         index = P4InfoIndex(config.p4info)
-        for name in parsed.tables:
+        for name in pipeline.tables:
             try:
-                index.table(p4_table_name(name, parsed.egress_table))
+                index.table(p4_table_name(name, pipeline.egress_table))
             except UnknownName:
                 raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"the P4Info has no table for IR table {name!r}") from None
         return PipelineConfig(pipeline, config.p4info, bytes(config.p4_device_config), config.cookie.cookie)
@@ -404,10 +398,9 @@ def _decode_entry(index: P4InfoIndex, te, needs_action: bool) -> dict:
         raise P4RuntimeError(code, str(exc)) from None
     except UnknownName as exc:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, str(exc)) from None
-    ranged = any(f.match_type in (f.RANGE, f.TERNARY) for f in table.fields.values())
-    if ranged and te.priority <= 0:
+    if table.prioritised and te.priority <= 0:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"table {table.name!r} needs a priority > 0")
-    if not ranged and te.priority:
+    if not table.prioritised and te.priority:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"table {table.name!r} takes no priority")
     if needs_action and "action" not in entry:
         raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"table {table.name!r}: the entry has no action")

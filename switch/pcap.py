@@ -33,10 +33,16 @@ class Record:
 
 
 class PcapReader:
-    """Iterate the records of a classic pcap file opened in binary mode."""
+    """Iterate the records of a classic pcap file opened in binary mode.
+
+    A file cut off inside its last record (a capture stopped mid-write, a partial copy)
+    yields every whole record and then stops; `truncated` then says what was left over, so
+    the caller can report it rather than lose the records before it.
+    """
 
     def __init__(self, stream: BinaryIO):
         self._stream = stream
+        self.truncated: str | None = None
         head = stream.read(24)
         if len(head) < 24:
             raise PcapError("file too short for a pcap header")
@@ -62,11 +68,13 @@ class PcapReader:
             if not head:
                 return
             if len(head) < 16:
-                raise PcapError("file ends inside a record header")
+                self.truncated = f"the file ends inside a record header ({len(head)} of 16 bytes)"
+                return
             sec, frac, caplen, _ = header.unpack(head)
             data = self._stream.read(caplen)
             if len(data) < caplen:
-                raise PcapError("file ends inside a record")
+                self.truncated = f"the file ends inside a record ({len(data)} of {caplen} bytes)"
+                return
             yield Record(sec, frac, data)
 
 

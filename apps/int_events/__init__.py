@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from apps.cli import add_switch_and_kafka_options, kafka_clients_missing
+
 
 def register_demo(demo_subparsers: argparse._SubParsersAction) -> None:
     p = demo_subparsers.add_parser(
@@ -19,10 +21,7 @@ def register_demo(demo_subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--packets", type=int, default=50_000, help="telemetry packets to generate (default 50000)")
     p.add_argument("--out", default="int-demo", help="output directory (default ./int-demo)")
     p.add_argument("--seed", type=int, default=1, help="the fabric's random seed (default 1)")
-    p.add_argument("--impl", choices=("native", "python"), default="native",
-                   help="software switch implementation (default native)")
-    p.add_argument("--no-kafka", dest="kafka", action="store_false",
-                   help="skip the Kafka half (camus serve, the int-anomalies view, a kafka-python consumer)")
+    add_switch_and_kafka_options(p, "camus serve, the int-anomalies view, a kafka-python consumer")
     p.set_defaults(func=_run)
 
 
@@ -31,12 +30,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.packets < 1:
         raise SystemExit("--packets must be at least 1")
-    if args.kafka:
-        try:
-            import kafka  # noqa: F401  (the Kafka half's clients; a test extra, not a core dependency)
-        except ImportError:
-            raise SystemExit("camus demo int: the Kafka half needs kafka-python "
-                             "(pip install -e '.[test]'), or run with --no-kafka") from None
+    if args.kafka and kafka_clients_missing("int"):
+        return 2
     out = Path(args.out)
     result = demo.run(args.packets, out, seed=args.seed, impl=args.impl, kafka=args.kafka)
     text = plot.summary(result)

@@ -13,8 +13,8 @@ subscriber, so a missing copy, an extra one and a wrong one all show.
 
 With `kafka`, the same reports are also produced to the topic `int-telemetry` of a
 `camus serve` started for the run, and an ordinary Kafka consumer reads the view
-`int-anomalies` (apps.int_events.kafka_view); its records are checked the same way and
-written, rendered as JSON, to `int-anomalies.jsonl`.
+`int-anomalies` (apps.int_events.kafka_view, run by apps.kafka_demo); its records are
+checked the same way and written, rendered as JSON, to `int-anomalies.jsonl`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from apps.int_events import kafka_view
 from apps.int_events.fabric import Fabric, FabricConfig, packet_number
 from apps.int_events.int_md import NotIntMd, decode, top_hop_values
 from apps.int_events.subscribers import Event, Subscription, UdpSubscriber
+from apps.kafka_demo import through_views
 from compiler.compile import compile_rules, write_outputs
 from compiler.rules import parse_filter, parse_rules
 from compiler.semantics import evaluate, holds
@@ -152,12 +154,10 @@ def run(packets: int, out: Path, seed: int = 1, impl: str = "native",
 
 
 def _through_kafka(out: Path, reports: list[bytes], expected: set[int], view_filter: str) -> SubscriberResult:
-    from apps.int_events import kafka_view
-
-    with kafka_view.BrokerProcess(out / "broker.log") as broker:
-        kafka_view.create_topics(broker.bootstrap, view_filter)
-        kafka_view.publish(broker.bootstrap, reports)
-        records = kafka_view.consume_view(broker.bootstrap, len(expected))
+    view = kafka_view.VIEW
+    read = through_views(out / "broker.log", kafka_view.CLIENT, kafka_view.TELEMETRY_TOPIC,
+                         kafka_view.SCHEMA, {view: view_filter}, reports, {view: len(expected)})
+    records = read.received[view]
     events, undecodable = [], 0
     with open(out / "int-anomalies.jsonl", "w") as fh:
         for offset, value in records:

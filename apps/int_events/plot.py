@@ -4,13 +4,13 @@ Two panels share the time axis (the simulated run, in milliseconds). The top one
 packets per time bin: the whole INT stream the switch saw, and what each subscriber got.
 The bottom one shows every packet's top-hop latency (grey) with the events delivered to the
 UDP subscribers on top in each one's colour, so the bursts, and what the rules cut out of them, are visible.
-matplotlib runs with the Agg backend: no display is needed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from apps.figures import pyplot, save
 from apps.int_events.demo import DemoResult
 
 BINS = 100
@@ -18,16 +18,11 @@ COLOURS = ("tab:red", "tab:blue", "tab:green", "tab:orange", "tab:purple")
 
 
 def write_png(result: DemoResult, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ms = [t / 1e6 for t in result.times_ns]
     span = result.duration_ns / 1e6
     edges = [span * i / BINS for i in range(BINS + 1)]
-    fig, (counts, latency) = plt.subplots(2, 1, figsize=(10, 7), sharex=True,
-                                          gridspec_kw={"height_ratios": [1, 1.3]})
+    fig, (counts, latency) = pyplot().subplots(2, 1, figsize=(10, 7), sharex=True,
+                                               gridspec_kw={"height_ratios": [1, 1.3]})
     counts.hist(ms, bins=edges, color="0.75", label=f"full INT stream ({result.packets} packets)")
     for colour, sub in zip(COLOURS, result.subscribers):
         # A Kafka view's consumer is dashed: it usually repeats a UDP subscriber's filter.
@@ -54,8 +49,7 @@ def write_png(result: DemoResult, path: Path) -> None:
     latency.set_xlabel("simulated time (ms)")
     latency.legend(fontsize=8, loc="center right", markerscale=3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def summary(result: DemoResult) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from apps.cli import add_switch_and_kafka_options, kafka_clients_missing
+
 
 def register_demo(demos: argparse._SubParsersAction) -> None:
     p = demos.add_parser(
@@ -25,23 +27,16 @@ def register_demo(demos: argparse._SubParsersAction) -> None:
                         "for --replay or other tools")
     p.add_argument("--rounds", type=int, default=2,
                    help="runs per mode, alternating camus and host (default 2)")
-    p.add_argument("--no-kafka", dest="kafka", action="store_false",
-                   help="skip the Kafka half (camus serve, one view per subscriber; needs kafka-python, "
-                        "installed by pip install -e '.[test]')")
-    p.add_argument("--impl", choices=("native", "python"), default="native",
-                   help="software switch implementation (default native)")
+    add_switch_and_kafka_options(p, "camus serve, one view per subscriber; needs kafka-python, "
+                                    "installed by pip install -e '.[test]'")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    import importlib.util
-
     from apps.itch_filter import binaryfile
     from apps.itch_filter.demo import run_demo, summary
 
-    if args.kafka and importlib.util.find_spec("kafka") is None:
-        print("camus demo itch: the Kafka half needs kafka-python (pip install -e '.[test]'); "
-              "or run with --no-kafka", file=sys.stderr)
+    if args.kafka and kafka_clients_missing("itch"):
         return 2
     demo = run_demo(args.messages, args.out, seed=args.seed, rate=args.rate, replay=args.replay,
                     impl=args.impl, rounds=args.rounds, kafka=args.kafka)

@@ -14,7 +14,7 @@ parallel and the ones reading the whole feed pay for it in CPU as they would on 
 message's latency is its arrival at its subscriber, after the subscriber's own rule check,
 minus the time its packet left the publisher (before the switch), both on CLOCK_MONOTONIC.
 Then the Kafka half: the same feed through `camus serve` into one view per subscriber
-(`apps.itch_filter.kafka_view`).
+(`apps.itch_filter.kafka_view` says what they are, `apps.kafka_demo` runs them).
 
 Expected deliveries come from `compiler.semantics.evaluate` over all the rules; every
 subscriber must have received exactly its expected messages in every run and view, with
@@ -31,20 +31,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from apps.itch_filter import binaryfile, feed, mold
+from apps.itch_filter import binaryfile, feed, kafka_view, moldudp64
 from apps.itch_filter.publisher import Publisher
 from apps.itch_filter.receiver import Result
 from apps.itch_filter.retransmit import Server, Store
 from apps.itch_filter.subscription import (DEMO_SUBSCRIPTIONS, Fields, Subscription, expected_ports,
                                            itch_spec, rules_text)
+from apps.kafka_demo import ViewsRead, through_views
 from compiler.compile import Compiled, compile_rules
 from compiler.rules import parse_rules
 from switch.dataplane import load
 
-SESSION = mold.session_id("CAMUSDEMO1")
+SESSION = moldudp64.session_id("CAMUSDEMO1")
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0  # subscriber processes import the compiler before they bind
 
@@ -65,15 +66,6 @@ class ModeRun:
 
 
 @dataclass
-class KafkaRun:
-    """The Kafka half: the feed produced to `camus serve`, one view per subscriber consumed."""
-
-    received: dict[str, list[tuple[int, bytes]]]  # subscriber -> (offset, value) of its view
-    produce_seconds: float
-    consume_seconds: float
-
-
-@dataclass
 class Demo:
     subscriptions: tuple[Subscription, ...]
     messages: list[bytes]
@@ -83,7 +75,7 @@ class Demo:
     source: str
     compiled: Compiled
     runs: list[ModeRun] = field(default_factory=list)
-    kafka: KafkaRun | None = None
+    kafka: ViewsRead | None = None  # the Kafka half; `received` by subscriber name
 
     def kafka_ok(self, name: str) -> bool:
         """The view's records are exactly the subscriber's messages: offset = sequence - 1."""
@@ -194,18 +186,13 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(max(values))}
 
 
-def run_kafka(demo: Demo, log_path: Path) -> KafkaRun:
+def run_kafka(demo: Demo, log_path: Path) -> ViewsRead:
     """Produce the feed to a `camus serve` child process and read every subscriber's view."""
-    from apps.itch_filter import kafka_view
-
-    with kafka_view.Broker(log_path) as broker:
-        kafka_view.create_topics(broker.bootstrap, demo.subscriptions)
-        started = time.perf_counter()
-        kafka_view.produce(broker.bootstrap, demo.messages)
-        produced = time.perf_counter()
-        received = kafka_view.consume_views(broker.bootstrap, demo.subscriptions,
-                                            {k: len(v) for k, v in demo.expected.items()})
-        return KafkaRun(received, produced - started, time.perf_counter() - produced)
+    names = {kafka_view.view_name(s): s.name for s in demo.subscriptions}
+    read = through_views(log_path, kafka_view.CLIENT, kafka_view.TOPIC, kafka_view.SCHEMA,
+                         kafka_view.views(demo.subscriptions), demo.messages,
+                         {view: len(demo.expected[name]) for view, name in names.items()})
+    return replace(read, received={names[view]: got for view, got in read.received.items()})
 
 
 def _ok(demo: Demo, run: ModeRun, s: Subscription) -> bool:

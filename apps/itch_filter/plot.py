@@ -1,12 +1,11 @@
-"""The demo's picture: latency CDFs, camus filtering against host filtering (like the paper's Fig. 8).
-
-matplotlib with the Agg backend, so it draws without a display (CI, ssh).
-"""
+"""The demo's picture: latency CDFs, camus filtering against host filtering (like the paper's Fig. 8)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from apps.figures import pyplot, save
 
 COLORS = {"camus": "#1f77b4", "host": "#d62728"}
 LABELS = {"camus": "camus (switch filters)", "host": "host filtering (whole feed)"}
@@ -14,13 +13,9 @@ LABELS = {"camus": "camus (switch filters)", "host": "host filtering (whole feed
 
 def latency_cdf(latencies_us: Mapping[str, Sequence[float]], path: str | Path, title: str) -> Path:
     """One CDF per mode of all its subscribers' message latencies (microseconds, log scale)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    fig, ax = pyplot().subplots(figsize=(7, 4.2), dpi=120)
     for mode, values in latencies_us.items():
         if not len(values):
             continue
@@ -37,7 +32,4 @@ def latency_cdf(latencies_us: Mapping[str, Sequence[float]], path: str | Path, t
     ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -27,7 +27,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from apps.itch_filter import mold
+from apps.itch_filter import moldudp64
 from apps.itch_filter.retransmit import Server
 from switch.dataplane import DataPlane
 from switch.packet import udp_frame
@@ -37,7 +37,7 @@ SEND_BUFFER = 8 << 20
 
 
 def frames(session: bytes, packets: Sequence[tuple[int, list[bytes]]]) -> list[bytes]:
-    return [udp_frame(mold.encode(session, seq, msgs), dst_port=mold.UDP_PORT, dst_ip=FEED_GROUP)
+    return [udp_frame(moldudp64.encode(session, seq, msgs), dst_port=moldudp64.UDP_PORT, dst_ip=FEED_GROUP)
             for seq, msgs in packets]
 
 
@@ -94,15 +94,15 @@ class Publisher:
             if not drop(i):
                 send(i, self.frames[i])
             if now / 1e9 - last_heartbeat >= self.heartbeat_seconds:
-                self._flood(mold.heartbeat(self.session, seq + len(msgs)), everyone)
+                self._flood(moldudp64.heartbeat(self.session, seq + len(msgs)), everyone)
                 self.heartbeats += 1
                 last_heartbeat = now / 1e9
         for _ in range(3):  # servers repeat the end of session; one may be lost
-            self._flood(mold.end_of_session(self.session, self.next_sequence), everyone)
+            self._flood(moldudp64.end_of_session(self.session, self.next_sequence), everyone)
             time.sleep(0.01)
 
     def _flood(self, payload: bytes, everyone: list[tuple[str, int]]) -> None:
-        frame = udp_frame(payload, dst_port=mold.UDP_PORT, dst_ip=FEED_GROUP)
+        frame = udp_frame(payload, dst_port=moldudp64.UDP_PORT, dst_ip=FEED_GROUP)
         for addr in everyone:
             self.sock.sendto(frame, addr)
 

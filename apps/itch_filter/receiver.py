@@ -25,7 +25,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-from apps.itch_filter import mold
+from apps.itch_filter import moldudp64
 from apps.itch_filter.sequence import Tracker
 from apps.itch_filter.subscription import Matcher, Subscription
 from switch.packet import read_udp
@@ -107,7 +107,7 @@ class Receiver:
                     r.datagrams += 1
                 r.bytes += len(data)
                 try:
-                    packet = mold.decode(data if from_server else read_udp(data).payload)
+                    packet = moldudp64.decode(data if from_server else read_udp(data).payload)
                 except ValueError:
                     continue  # not MoldUDP64; a real receiver would log it
                 for seq, block in tracker.receive(packet):
@@ -143,7 +143,7 @@ class Receiver:
     def _request_unexplained(self) -> None:
         for session, s in self.tracker.sessions.items():
             for first, count in coalesce(s.unexplained()):
-                self.sock.sendto(mold.request(session, first, count), self.retransmit)
+                self.sock.sendto(moldudp64.request(session, first, count), self.retransmit)
                 self.result.requests += 1
 
     def close(self) -> None:

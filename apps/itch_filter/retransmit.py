@@ -25,7 +25,7 @@ import socket
 import threading
 from collections.abc import Iterable
 
-from apps.itch_filter import mold
+from apps.itch_filter import moldudp64
 from switch.dataplane import DataPlane
 from switch.packet import read_mold, read_udp, udp_frame
 
@@ -64,9 +64,9 @@ class Store:
 
 
 def answer(store: Store, request: bytes, view: tuple[DataPlane, int] | None,
-           udp_port: int = mold.UDP_PORT, max_bytes: int = MAX_PAYLOAD) -> list[bytes]:
+           udp_port: int = moldudp64.UDP_PORT, max_bytes: int = MAX_PAYLOAD) -> list[bytes]:
     """The downstream packets answering one request (none if nothing requested is held)."""
-    session, seq, count = mold.decode_request(request)
+    session, seq, count = moldudp64.decode_request(request)
     first, held = store.get(session, seq, count)
     blocks: list[bytes] = []
     for i in range(0, len(held), CHUNK):
@@ -78,14 +78,14 @@ def answer(store: Store, request: bytes, view: tuple[DataPlane, int] | None,
 def pack(session: bytes, first: int, blocks: list[bytes], max_bytes: int = MAX_PAYLOAD) -> list[bytes]:
     """Consecutive blocks numbered from `first` as packets of at most `max_bytes` each (a
     packet always takes at least one block)."""
-    out, start, size = [], 0, mold.HEADER_BYTES
+    out, start, size = [], 0, moldudp64.HEADER_BYTES
     for i, b in enumerate(blocks):
-        if i > start and (size + 2 + len(b) > max_bytes or i - start == mold.MAX_BLOCKS):
-            out.append(mold.encode(session, first + start, blocks[start:i]))
-            start, size = i, mold.HEADER_BYTES
+        if i > start and (size + 2 + len(b) > max_bytes or i - start == moldudp64.MAX_BLOCKS):
+            out.append(moldudp64.encode(session, first + start, blocks[start:i]))
+            start, size = i, moldudp64.HEADER_BYTES
         size += 2 + len(b)
     if start < len(blocks):
-        out.append(mold.encode(session, first + start, blocks[start:]))
+        out.append(moldudp64.encode(session, first + start, blocks[start:]))
     return out
 
 
@@ -93,7 +93,7 @@ def _as_seen_by(view: tuple[DataPlane, int], session: bytes, start: int, chunk: 
                 udp_port: int) -> list[bytes]:
     """`chunk` with every message the view's port does not select replaced by b""."""
     dataplane, port = view
-    frame = udp_frame(mold.encode(session, start, chunk), dst_port=udp_port)
+    frame = udp_frame(moldudp64.encode(session, start, chunk), dst_port=udp_port)
     kept = [b""] * len(chunk)
     for egress, copy in dataplane.process(frame, 0):
         if egress == port:
@@ -141,12 +141,12 @@ class Server:
             try:
                 with self.lock:
                     packets = answer(self.store, data, self.views.get(addr))
-            except mold.MoldError:
+            except moldudp64.MoldError:
                 self.malformed += 1
                 continue
             self.requests += 1
             for p in packets:
-                self.answered_messages += mold.HEADER.unpack_from(p)[2]
+                self.answered_messages += moldudp64.HEADER.unpack_from(p)[2]
                 try:
                     self.sock.sendto(p, addr)
                 except OSError:

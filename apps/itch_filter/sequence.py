@@ -23,7 +23,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from apps.itch_filter.mold import Packet
+from apps.itch_filter.moldudp64 import Packet
 
 
 class IntervalSet:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from compiler import lowering
 from compiler.errors import CamusError
-from compiler.p4.layout import DEFAULT_SLOTS
 from compiler.p4.runtime import write_p4
+from p4rt.names import DEFAULT_SLOTS
 from pipeline import document
 from pipeline.entries import ENTRIES_VERSION
 from pipeline.model import Pipeline

@@ -1,14 +1,14 @@
 """P4 text shared by the ingress and egress emitters: tables, the stage walk, copy lengths.
 
 Both `compiler.p4.controls` (the two controls, single-message applications) and
-`compiler.p4.mold` (MoldUDP64's passes and per-copy pruning) build their code from these,
+`compiler.p4.moldudp64_pruning` (MoldUDP64's passes and per-copy pruning) build their code from these,
 so a table declaration or a length computation is written in one place.
 """
 
 from __future__ import annotations
 
 from compiler.p4.layout import AppLayout
-from compiler.p4.names import TABLE_SIZE
+from p4rt.names import TABLE_SIZE
 
 STAGE_ACTIONS = ("set_state", "fwd", "mcast")
 IHL = "(((bit<16>)hdr.ipv4.ihl) << 2)"  # IPv4 header bytes, options included

@@ -7,16 +7,16 @@ default table; `fwd` and `mcast` set `meta.decided`, which guards every later st
 leaf. Traffic that no rule selected goes to `ipv4_lpm` unchanged.
 
 MoldUDP64 applications evaluate one subscription message per pass and prune each copy in
-egress (`compiler.p4.mold`). Egress rewrites the UDP port of every subscription copy
+egress (`compiler.p4.moldudp64_pruning`). Egress rewrites the UDP port of every subscription copy
 (`egress_udp_rewrite`), zeroes its UDP checksum and truncates it to its length.
 """
 
 from __future__ import annotations
 
-from compiler.p4 import mold
+from compiler.p4 import moldudp64_pruning
 from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, indent, table, walk
-from compiler.p4.derived import MEMBER_ACTION
 from compiler.p4.layout import AppLayout
+from p4rt.names import MEMBER_ACTION
 from pipeline.model import Pipeline
 
 
@@ -66,7 +66,7 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
         cond = f"hdr.udp.isValid() && hdr.udp.dst_port == {a.port}"
         body.append(f"    {'if' if first else '} else if'} ({cond}) {{")
         first = False
-        inner = _single(a) if a.framing == "single" else mold.ingress(a)
+        inner = _single(a) if a.framing == "single" else moldudp64_pruning.ingress(a)
         body += indent(inner, 8)
     if apps:
         body.append("    }")
@@ -100,8 +100,8 @@ def egress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
     body = []
     for a in apps:
         if a.framing == "moldudp64":
-            tables += mold.egress_tables(a)
-            body += mold.egress(a)
+            tables += moldudp64_pruning.egress_tables(a)
+            body += moldudp64_pruning.egress(a)
     member = ""
     if len(tables) > 1:  # declared only with the membership tables (p4c lists every action in P4Info)
         member = (f"    action {MEMBER_ACTION}() {{\n"

@@ -22,13 +22,11 @@ then modified in place).
 
 from __future__ import annotations
 
-from compiler.p4.layout import DEFAULT_SLOTS, AppLayout
-from compiler.p4.names import EGRESS
+from compiler.p4.layout import AppLayout
 from compiler.tables import ALL_PORTS_GROUP
+from p4rt.names import DEFAULT_SLOTS, EGRESS, MEMBER_ACTION
 from pipeline.entries import ENTRIES_VERSION
 from pipeline.model import Application, Pipeline
-
-MEMBER_ACTION = "member"  # empty: a hit is the answer
 
 
 def decision_tables(app: Application) -> set[str]:

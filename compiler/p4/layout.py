@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.p4.names import ident
+from p4rt.names import DEFAULT_SLOTS, ident
 from pipeline.model import Application
 
 # A MoldUDP64 block longer than this is not parsed: it and every later block stay payload.
 # The largest ITCH 5.0 message is 50 bytes (NOII); 64 leaves room and keeps varbits small.
 MAX_BLOCK_BYTES = 64
-DEFAULT_SLOTS = 8  # message blocks parsed and evaluated per MoldUDP64 packet
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 
-from compiler.p4 import mold
+from compiler.p4 import moldudp64_pruning
 from compiler.p4.controls import egress, ingress
-from compiler.p4.layout import DEFAULT_SLOTS, AppLayout
-from compiler.p4.names import ident
+from compiler.p4.layout import AppLayout
+from p4rt.names import DEFAULT_SLOTS, ident
 from pipeline.match_kinds import prefixes
 from pipeline.model import IR_VERSION, Pipeline
 
@@ -129,7 +129,7 @@ def _headers(apps: list[AppLayout], state_width: int) -> str:
             instances.append((f"{a.name}_raw_t", a.raw_instance(s)))
         meta.append(f"    // {a.app.name}: blocks parsed, and the evaluation passes (docs/p4.md);")
         meta.append("    // @field_list(1): kept across resubmission")
-        for t, name, kept, why in mold.metadata(a):
+        for t, name, kept, why in moldudp64_pruning.metadata(a):
             meta.append(f"    {'@field_list(1) ' if kept else ''}{t} {name};  // {why}")
         meta += [f"    bit<{f.width}> {a.key_expr(f)[len('meta.'):]};" for f in a.fields.values()]
     # p4c refuses a type, a header instance or a metadata field declared twice ("Duplicate

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shim.broker import Broker
-from shim.handlers import admin, cluster, fetch, groups, offsets, produce
+from shim.handlers import admin, cluster, fetch, group_handlers, offsets, produce
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Context:
 
 
 HANDLERS: dict = {}
-for _family in (admin, cluster, fetch, groups, offsets, produce):
+for _family in (admin, cluster, fetch, group_handlers, offsets, produce):
     for _name, _fn in _family.HANDLERS.items():
         if _name in HANDLERS:
             raise RuntimeError(f"two handlers for {_name}")

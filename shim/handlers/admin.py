@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from shim.protocol import ErrorCode
 from shim.protocol.admin import BROKER_RESOURCE, TOPIC_RESOURCE
-from shim.topics import DEFAULTS, TopicError
+from shim.limits import MAX_PARTITIONS_PER_REQUEST
+from shim.topics import BROKER_DEFAULTS, DEFAULTS, TopicError
 
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT_CONFIG = 1, 4, 5  # DescribeConfigs config_source values
 # DescribeConfigs v3+ config_type values, and the types of the configs described here, as
@@ -36,7 +37,7 @@ def topic_configs(topic, keys: set[str] | None = None) -> list[dict]:
     """A topic's configs as DescribeConfigs and CreateTopics (v5+) describe them."""
     return [_config(k, topic.config(k), DYNAMIC_TOPIC if k in topic.configs else DEFAULT_CONFIG,
                     False)
-            for k in sorted(set(DEFAULTS) | set(topic.configs)) if keys is None or k in keys]
+            for k in sorted(set(topic.defaults) | set(topic.configs)) if keys is None or k in keys]
 
 
 def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
@@ -46,6 +47,10 @@ def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
               "advertised.listeners": listener, "log.dirs": str(c.data_dir or "")}
     default = {"num.partitions": str(c.default_partitions),
                "auto.create.topics.enable": str(c.auto_create).lower()}
+    static.update(c.limits.describe())
+    for name, topic_name in BROKER_DEFAULTS.items():
+        (static if topic_name in c.topic_defaults else default)[name] = c.topic_defaults.get(
+            topic_name, DEFAULTS[topic_name])
     return [_config(k, v, source, True)
             for source, values in ((STATIC_BROKER, static), (DEFAULT_CONFIG, default))
             for k, v in values.items() if keys is None or k in keys]
@@ -60,8 +65,27 @@ def _check_assignments(assignments: list[list[int]], node_id: int) -> None:
                              "invalid_replica_assignment")
 
 
+def _too_many_partitions(counts) -> str | None:
+    """Why a request asking for these partition counts is refused, as Kafka's controller
+    refuses more than MAX_PARTITIONS_PER_REQUEST in one request, or None."""
+    total = sum(max(n, 0) for n in counts)
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        return (f"this request asks for {total} partitions; at most "
+                f"{MAX_PARTITIONS_PER_REQUEST} can be made in one request")
+    return None
+
+
 def handle_create_topics(ctx, request):
     broker, results = ctx.broker, []
+    too_many = _too_many_partitions(
+        t.num_partitions if t.num_partitions != -1 else (len(t.assignments) or
+                                                         broker.config.default_partitions)
+        for t in request.body.topics)
+    if too_many:
+        return request.response(topics=[
+            {"name": t.name, "num_partitions": -1, "replication_factor": -1,
+             "error_code": ErrorCode.policy_violation, "error_message": too_many}
+            for t in request.body.topics])
     for t in request.body.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "num_partitions": -1, "replication_factor": -1}
@@ -82,7 +106,8 @@ def handle_create_topics(ctx, request):
                 raise TopicError(f"replication factor {t.replication_factor}: there is one "
                                  "broker", "invalid_replication_factor")
             topic = broker.create_topic(t.name, parts, configs,
-                                        validate_only=request.body.validate_only)
+                                        validate_only=request.body.validate_only,
+                                        partitions_given=t.num_partitions != -1 or bool(t.assignments))
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
                          replication_factor=1, error_code=ErrorCode.none,
                          configs=topic_configs(topic))
@@ -116,6 +141,13 @@ def handle_delete_topics(ctx, request):
 
 def handle_create_partitions(ctx, request):
     broker, out = ctx.broker, []
+    too_many = _too_many_partitions(
+        t.count - (broker.catalog.get(t.name).partitions if broker.catalog.get(t.name) else 0)
+        for t in request.body.topics)
+    if too_many:
+        return request.response(results=[
+            {"name": t.name, "error_code": ErrorCode.invalid_partitions, "error_message": too_many}
+            for t in request.body.topics])
     for t in request.body.topics:
         entry = {"name": t.name, "error_code": ErrorCode.none}
         topic = broker.catalog.get(t.name)
@@ -151,7 +183,10 @@ def handle_describe_configs(ctx, request):
                 entry.update(error_code=ErrorCode.unknown_topic_or_partition,
                              error_message=f"no topic {r.resource_name!r}")
             else:
-                entry["configs"] = topic_configs(topic, keys)
+                counters = [_config(f"camus.stats.{k}", str(v), DEFAULT_CONFIG, True)
+                            for k, v in sorted(broker.topic_counters(topic).items())]
+                entry["configs"] = topic_configs(topic, keys) + [
+                    c for c in counters if keys is None or c["name"] in keys]
         elif r.resource_type == BROKER_RESOURCE:
             entry["configs"] = broker_configs(broker.config, keys)
         else:

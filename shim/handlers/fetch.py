@@ -4,9 +4,12 @@ Fetch reads whole batches from each partition's log (a view's own log for views,
 with source offsets and gaps) from the batch holding the fetch offset, at least one
 batch per partition even past max_bytes. As on a compacted topic, any offset from the log
 start offset to the high watermark is valid, even inside a view's gap (the next batches
-answer, or none); only offsets outside that range are OFFSET_OUT_OF_RANGE. When the
+answer, or none); only offsets outside that range are OFFSET_OUT_OF_RANGE. A read that
+reaches a view's tail of filtered-out records ends in a gap batch that carries the client to
+the high watermark (`shim.log.gap_batch`). When the
 answer holds fewer than min_bytes it waits for any log to grow, at most max_wait, and
-reads again. Fetch sessions are not kept: session_id 0 keeps every client on full fetches.
+reads again. The broker's fetch.max.bytes (Kafka's default, 55 MiB) caps max_bytes. Fetch
+sessions are not kept: session_id 0 keeps every client on full fetches.
 """
 
 from __future__ import annotations
@@ -48,10 +51,16 @@ async def handle_fetch(ctx, request):
     body = request.body
     deadline = time.monotonic() + fetch.max_wait_ms(request) / 1000
     while True:
-        responses, size = _read(ctx, request, body.max_bytes)
+        # fetch.max.bytes caps the answer (and so each partition's share), whatever was asked.
+        responses, size = _read(ctx, request, min(body.max_bytes,
+                                                  ctx.broker.config.limits.fetch_max_bytes))
         left = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if size >= max(body.min_bytes, 1) or errors or left <= 0:
+            for t in responses:
+                if ctx.broker.catalog.get(t["name"]) is not None:
+                    ctx.broker.count(t["name"], bytes_out=sum(len(p["records"])
+                                                              for p in t["partitions"]))
             return request.response(responses=responses, session_id=0, error_code=ErrorCode.none)
         await ctx.broker.wait_for_data(left)
 

@@ -8,7 +8,7 @@ management and is accepted when the group is empty, as Kafka accepts it.
 
 from __future__ import annotations
 
-from shim.groups import COMPLETING, EMPTY
+from shim.group_coordinator import COMPLETING, EMPTY
 from shim.protocol import ErrorCode, offsets
 from shim.protocol.entities import topic_ref
 

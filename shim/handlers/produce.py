@@ -7,7 +7,8 @@ Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets 
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
 INVALID_PRODUCER_EPOCH. Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
 than the topic's max.message.bytes (Kafka's default, 1048588) fails its partition with
-MESSAGE_TOO_LARGE, as Kafka's does. acks=0 requests
+MESSAGE_TOO_LARGE, as Kafka's does. A partition whose files cannot be written (disk full)
+answers KAFKA_STORAGE_ERROR and stores nothing (shim/log.py). acks=0 requests
 are handled the same way; the server just sends nothing back.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from shim.log import StorageError
 from shim.producers import Verdict
 from shim.protocol import ErrorCode, RecordBatchError, produce
 from shim.protocol.records import decode_batches, validate_produce_batch
@@ -87,7 +89,11 @@ def _append(broker, topic, index, raw, batches) -> dict:
             return {"error_code": ErrorCode.invalid_producer_epoch}
         if verdict == Verdict.OUT_OF_ORDER:
             return {"error_code": ErrorCode.out_of_order_sequence_number}
-    base = broker.append(topic, index, raw, batches)
+    try:
+        base = broker.append(topic, index, raw, batches)
+    except StorageError as exc:  # nothing was stored: the client may retry (Kafka's retriable code)
+        log.error("produce to %s/%d failed: %s", topic.name, index, exc)
+        return {"error_code": ErrorCode.kafka_storage_error, "error_message": str(exc)}
     if idempotent:
         broker.producers.record(pid, b.producer_epoch, topic.name, index, b.base_sequence,
                                 b.record_count, base)

@@ -23,7 +23,7 @@ from .errors import ErrorCode, FramingError, ProtocolError, RecordBatchError
 from .registry import REGISTRY, Api, Registry
 
 # Family modules register themselves on import; the order is irrelevant.
-from . import admin, api_versions, fetch, groups, metadata, offsets, produce  # noqa: E402,F401
+from . import admin, api_versions, fetch, group_apis, metadata, offsets, produce  # noqa: E402,F401
 
 __all__ = [
     "Api",

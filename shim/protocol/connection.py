@@ -140,6 +140,11 @@ class ServerConnection:
     def buffered(self) -> int:
         return self._frames.buffered
 
+    @property
+    def pending_frame_size(self) -> int | None:
+        """The size the next, still incomplete, request announced (None between requests)."""
+        return self._frames.pending_size
+
     def next_request(self) -> Request | None:
         payload = self._frames.next_frame()
         if payload is None:

@@ -43,6 +43,15 @@ class FrameDecoder:
         """Bytes received but not yet returned as part of a frame."""
         return len(self._buffer) - self._start
 
+    @property
+    def pending_size(self) -> int | None:
+        """The announced size of the frame whose bytes are still arriving, if its size
+        prefix is in (None between frames). What a server reserves before reading on."""
+        if self.buffered < 4:
+            return None
+        (size,) = _SIZE.unpack_from(self._buffer, self._start)
+        return size if 0 <= size <= self.max_frame_size else None
+
     def next_frame(self) -> bytes | None:
         """The next complete payload, or None until more bytes arrive.
 

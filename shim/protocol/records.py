@@ -20,9 +20,9 @@ Written here rather than taken from kio.records, which neither compresses nor ke
 millisecond timestamps. Legacy message sets (magic 0/1) are not decoded: Produce
 v3+, the only versions registered, requires magic 2.
 
-The records section is walked by the `switch._native` extension when it is built
-(`check_records`, `decode_records`, switch/native/src/records.rs: ~30x faster than
-Python); `_decode_records_py` is the reference. The extension only ever accepts what
+The records section is walked by the `shim._native` extension when it is built
+(`check_records`, `decode_records`, shim/native/src/records.rs: ~30x faster than
+Python; `shim.native_kafka` loads it, or warns once that it cannot); `_decode_records_py` is the reference. The extension only ever accepts what
 the reference accepts, with the same records; on anything else it answers None and the
 reference runs, so errors (messages and Kafka codes) are always the reference's.
 `decode_batches(records=False)` validates the records without building them (the
@@ -40,13 +40,7 @@ from crc32c import crc32c
 
 from .compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
 from .errors import ErrorCode, RecordBatchError
-
-try:
-    from switch import _native
-except ImportError:  # not built: the pure-Python reference does everything
-    _native = None
-if not hasattr(_native, "decode_records"):  # a stale build from before the records walk
-    _native = None
+from ..native_kafka import native as _native  # None: the pure-Python reference does everything
 
 __all__ = [
     "Record",
@@ -130,7 +124,7 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Record:
-    # switch/native/src/lib.rs `decode_records` sets these six slots directly (no __init__):
+    # shim/native/src/lib.rs `decode_records` sets these six slots directly (no __init__):
     # a field added here must be added there too (the differential tests would fail).
     offset: int
     timestamp: int  # milliseconds since the epoch (absolute, resolved from the batch)

@@ -10,7 +10,7 @@ import struct
 import pytest
 from itch.parser import MessageParser
 
-from apps.itch_filter import binaryfile, feed, messages as itch, mold
+from apps.itch_filter import binaryfile, feed, messages as itch, moldudp64
 from switch.packet import read_mold, udp_frame
 
 # wire-formats.md table 1.2, copied by hand: the lengths are the contract.
@@ -111,32 +111,32 @@ def test_synthetic_day_shape():
 
 
 def test_moldudp64_packets():
-    session = mold.session_id("CAMUS1")
+    session = moldudp64.session_id("CAMUS1")
     a = itch.encode("A", stock="GOOGL", price=1_700_000, shares=100, buy_sell_indicator="B")
     d = itch.encode("D", order_reference_number=9)
-    wire = mold.encode(session, 41, [a, d])
+    wire = moldudp64.encode(session, 41, [a, d])
     assert len(wire) == 20 + 2 + 36 + 2 + 19
     assert read_mold(wire) == (session, 41, [a, d])  # the switch's own reader agrees
-    p = mold.decode(wire + b"\0" * 30)  # padding after the last block is ignored
+    p = moldudp64.decode(wire + b"\0" * 30)  # padding after the last block is ignored
     assert (p.sequence, p.blocks, p.next_sequence) == (41, (a, d), 43)
-    hb, eos = mold.heartbeat(session, 43), mold.end_of_session(session, 43)
+    hb, eos = moldudp64.heartbeat(session, 43), moldudp64.end_of_session(session, 43)
     assert len(hb) == len(eos) == 20
     assert hb[18:] == b"\x00\x00" and eos[18:] == b"\xff\xff"
-    assert mold.decode(hb).is_heartbeat and mold.decode(eos).is_end_of_session
-    assert mold.decode(eos).next_sequence == 43
-    req = mold.request(session, 7, 3)
-    assert len(req) == 20 and mold.decode_request(req) == (session, 7, 3)
-    with pytest.raises(mold.MoldError):
-        mold.decode(wire[:-1])
-    with pytest.raises(mold.MoldError):
-        mold.decode_request(hb)
+    assert moldudp64.decode(hb).is_heartbeat and moldudp64.decode(eos).is_end_of_session
+    assert moldudp64.decode(eos).next_sequence == 43
+    req = moldudp64.request(session, 7, 3)
+    assert len(req) == 20 and moldudp64.decode_request(req) == (session, 7, 3)
+    with pytest.raises(moldudp64.MoldError):
+        moldudp64.decode(wire[:-1])
+    with pytest.raises(moldudp64.MoldError):
+        moldudp64.decode_request(hb)
 
 
 def test_frame_offsets_match_the_spec():
     """wire-formats.md 1.5: with Ethernet + IPv4 + UDP, the first A block's stock is at 88-95."""
     a = itch.encode("A", stock_locate=0x0102, timestamp=0x0A0B0C0D0E0F, order_reference_number=5,
                     buy_sell_indicator="S", shares=300, stock="GOOGL", price=1_700_000)
-    frame = udp_frame(mold.encode(mold.session_id("S1"), 1, [a, a]), dst_port=mold.UDP_PORT)
+    frame = udp_frame(moldudp64.encode(moldudp64.session_id("S1"), 1, [a, a]), dst_port=moldudp64.UDP_PORT)
     assert frame[62:64] == b"\x00\x24" and frame[64:65] == b"A"
     assert frame[65:67] == b"\x01\x02" and frame[69:75] == bytes.fromhex("0a0b0c0d0e0f")
     assert frame[83:84] == b"S" and frame[88:96] == b"GOOGL   "

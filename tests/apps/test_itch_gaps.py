@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from apps.itch_filter import messages as itch, mold
+from apps.itch_filter import messages as itch, moldudp64
 from apps.itch_filter.demo import prepare, run_mode
 from apps.itch_filter.receiver import coalesce
 from apps.itch_filter.retransmit import Store, answer
@@ -20,7 +20,7 @@ from compiler.compile import compile_rules
 from compiler.rules import parse_rules
 from switch.dataplane import load
 
-S = mold.session_id("T1")
+S = moldudp64.session_id("T1")
 
 
 def add(stock: str, price: int = 1_000_000) -> bytes:
@@ -41,22 +41,22 @@ def test_tracker_accounts_for_zero_length_blocks_and_flags_jumps():
     t = Tracker()
     d = itch.encode("D", order_reference_number=1)
     # A filtered copy: messages 1 and 3 kept, 2 filtered out (a zero-length block).
-    assert t.receive(mold.decode(mold.encode(S, 1, [add("GOOGL"), b"", add("GOOGL")]))) == \
+    assert t.receive(moldudp64.decode(moldudp64.encode(S, 1, [add("GOOGL"), b"", add("GOOGL")]))) == \
         [(1, add("GOOGL")), (3, add("GOOGL"))]
     s = t.session(S)
     assert s.unexplained() == []
     # The next copy starts at 7: 4..6 were filtered or lost, nobody can tell yet.
-    t.receive(mold.decode(mold.encode(S, 7, [d])))
+    t.receive(moldudp64.decode(moldudp64.encode(S, 7, [d])))
     assert s.unexplained() == [(4, 3)] and not s.complete
     # A heartbeat announces 9 as the next number: 8 is unexplained too.
-    t.receive(mold.decode(mold.heartbeat(S, 9)))
+    t.receive(moldudp64.decode(moldudp64.heartbeat(S, 9)))
     assert s.unexplained() == [(4, 3), (8, 1)]
     # An answer accounts for every number it covers; a duplicate is counted, not returned.
-    assert t.receive(mold.decode(mold.encode(S, 3, [add("GOOGL"), b"", b"", b""]))) == []
+    assert t.receive(moldudp64.decode(moldudp64.encode(S, 3, [add("GOOGL"), b"", b"", b""]))) == []
     assert s.duplicates == 1
-    t.receive(mold.decode(mold.end_of_session(S, 9)))
+    t.receive(moldudp64.decode(moldudp64.end_of_session(S, 9)))
     assert s.unexplained() == [(8, 1)] and s.ended and not s.complete
-    t.receive(mold.decode(mold.encode(S, 8, [b""])))
+    t.receive(moldudp64.decode(moldudp64.encode(S, 8, [b""])))
     assert s.complete
 
 
@@ -77,23 +77,23 @@ def test_retransmission_answers_in_full_or_as_the_port_sees_the_feed():
     with pytest.raises(ValueError):
         store.add(S, 1000, msgs[:1])  # not the next number
     # Unfiltered: the messages themselves, numbered as requested, at most 1400 bytes a packet.
-    wire = answer(store, mold.request(S, 150, 200), None)
-    full = [mold.decode(p) for p in wire]
+    wire = answer(store, moldudp64.request(S, 150, 200), None)
+    full = [moldudp64.decode(p) for p in wire]
     # (1400 - 20) // (36 + 2) = 36 messages a packet: 6 packets for 200.
     assert all(len(p) <= 1400 for p in wire) and len(full) == 6
     assert [p.sequence for p in full] == [150 + 36 * i for i in range(6)]
     assert [b for p in full for b in p.blocks] == msgs[149:349]
     # As port 1 sees it: every MSFT message is a zero-length block, trailing ones included.
-    seen = [mold.decode(p) for p in answer(store, mold.request(S, 150, 200),
+    seen = [moldudp64.decode(p) for p in answer(store, moldudp64.request(S, 150, 200),
                                            (load(c.pipeline, c.entries), 1))]
     blocks = [b for p in seen for b in p.blocks]
     assert len(blocks) == 200 and seen[0].sequence == 150
     assert [p.sequence for p in seen] == [150 + sum(len(q.blocks) for q in seen[:i]) for i in range(len(seen))]
     assert blocks == [m if m == add("GOOGL") else b"" for m in msgs[149:349]]
     # Only the last 300 are held: a request for evicted numbers gets what is left.
-    old = [mold.decode(p) for p in answer(store, mold.request(S, 90, 20), None)]
+    old = [moldudp64.decode(p) for p in answer(store, moldudp64.request(S, 90, 20), None)]
     assert [(p.sequence, len(p.blocks)) for p in old] == [(101, 9)]
-    assert answer(store, mold.request(S, 1, 50), None) == []
+    assert answer(store, moldudp64.request(S, 1, 50), None) == []
 
 
 def small_demo(n=2500):

@@ -22,8 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class Server:
-    def __init__(self, data_dir: Path | None = None, extra: list[str] | None = None) -> None:
-        cmd = [sys.executable, "-m", "camus.cli", "serve", "--listen", "127.0.0.1:0"]
+    def __init__(self, data_dir: Path | None = None, extra: list[str] | None = None,
+                 prefix: list[str] | None = None) -> None:
+        # `prefix` runs the command through another, e.g. nsenter into a mount namespace.
+        cmd = [*(prefix or []), sys.executable, "-m", "camus.cli", "serve", "--listen", "127.0.0.1:0"]
         if data_dir is not None:
             cmd += ["--data-dir", str(data_dir)]
         cmd += extra or []
@@ -59,8 +61,9 @@ class Server:
 def camus_server():
     started: list[Server] = []
 
-    def start(data_dir: Path | None = None, extra: list[str] | None = None) -> Server:
-        s = Server(data_dir, extra)
+    def start(data_dir: Path | None = None, extra: list[str] | None = None,
+              prefix: list[str] | None = None) -> Server:
+        s = Server(data_dir, extra, prefix)
         started.append(s)
         return s
 

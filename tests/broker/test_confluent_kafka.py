@@ -216,7 +216,7 @@ def test_commit_refuses_unknown_partition_and_oversized_metadata(broker):
 
 
 def test_view_filter_nested_as_deep_as_the_rule_language_allows(broker):
-    # 1,000 levels of parentheses (compiler.rules.MAX_NESTING): the view is created, compiled
+    # 1,000 levels of parentheses (compiler.rule_syntax.MAX_NESTING): the view is created, compiled
     # into the switch, and selects exactly what the filter says. Before, mapping the filter
     # onto the Kafka slots recursed past Python's default limit and CreateTopics failed.
     src, view = unique("deep"), unique("deep-view")

@@ -99,7 +99,7 @@ def test_kafka_python_list_offsets_and_fetch_inside_gaps(broker):
         assert first_from(31) == 80  # inside a gap: the next matching record
         assert first_from(85) == 85
         assert first_from(95, 1.0) is None  # past the last match, before the end: no error
-        assert c.position(tp) == 95
+        assert c.position(tp) == 100  # moved over the filtered tail to the high watermark
         assert first_from(100, 1.0) is None  # the high watermark itself
         with pytest.raises(OffsetOutOfRangeError):
             first_from(101)
@@ -127,3 +127,84 @@ def test_view_follows_source_retention_and_keeps_its_start_across_restart(camus_
 def test_view_start_follows_time_retention_to_the_end(broker):
     _, view = create_view(broker.bootstrap, "n >= 3", ns=range(5), **{"retention.ms": "500"})
     assert wait_until(lambda: watermarks(broker.bootstrap, view) == (5, 5), 10)
+
+
+# --- every client reaches the end of a view (as of a compacted topic) -------------------
+
+TAIL_VIEWS = [("n < 50", list(range(50))), ("n > 1000", [])]
+
+
+@pytest.mark.parametrize("expr,matches", TAIL_VIEWS, ids=["filtered-tail", "nothing-matches"])
+def test_confluent_kafka_reaches_eof_and_commits_the_high_watermark(broker, expr, matches):
+    _, view = create_view(broker.bootstrap, expr)
+    group = unique("tail")
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(view, 0)])
+    got, eof, deadline = [], False, time.monotonic() + 15
+    try:
+        while not eof and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None or m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            eof = m.error() is not None
+            if not eof:
+                got.append(m.offset())
+        assert eof, "never reached the end of the view"
+        assert got == matches
+        assert c.position([TopicPartition(view, 0)])[0].offset == 100
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition(view, 0)], timeout=10)[0].offset
+        assert committed == 100  # lag 0
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("expr,matches", TAIL_VIEWS, ids=["filtered-tail", "nothing-matches"])
+def test_kafka_python_reaches_the_high_watermark(broker, expr, matches):
+    _, view = create_view(broker.bootstrap, expr)
+    tp = kafka.TopicPartition(view, 0)
+    c = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                            auto_offset_reset="earliest")
+    try:
+        c.assign([tp])
+        got, deadline = [], time.monotonic() + 15
+        while c.position(tp) < 100 and time.monotonic() < deadline:
+            for records in c.poll(timeout_ms=200).values():
+                got += [r.offset for r in records]
+        assert got == matches and c.position(tp) == 100
+    finally:
+        c.close()
+
+
+def test_kcat_exits_at_the_end_of_a_view_with_a_filtered_tail(broker):
+    from .test_kcat_and_java import KCAT, kcat
+
+    if KCAT is None:
+        pytest.skip("needs kcat (apt-get install kcat)")
+    _, view = create_view(broker.bootstrap, "n < 50")
+    out = kcat(broker, "-C", "-t", view, "-p", "0", "-o", "beginning", "-e", "-f", "%o\n",
+               timeout=30)  # before gap batches it never exited
+    assert [int(x) for x in out.split()] == list(range(50))
+
+
+@pytest.mark.java
+def test_java_consumer_group_lag_is_zero_after_reading_a_view(broker):
+    from .test_kcat_and_java import java_tool, kafka_libs
+
+    libs = kafka_libs()
+    if libs is None:
+        pytest.skip("needs java and Kafka's jars (../shared/peers/kafka/kafka.sh jars, or KAFKA_LIBS=DIR)")
+    _, view = create_view(broker.bootstrap, "n < 50")
+    group = unique("jtail")
+    out = java_tool(libs, "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+                    broker.bootstrap, "--topic", view, "--group", group, "--from-beginning",
+                    "--timeout-ms", "8000", "--property", "print.offset=true")
+    assert len([line for line in out.splitlines() if "Offset:" in line]) == 50, out
+    out = java_tool(libs, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                    "--bootstrap-server", broker.bootstrap, "--describe", "--group", group)
+    row = next(line.split() for line in out.splitlines() if view in line)
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+    assert row[3:6] == ["100", "100", "0"], out

@@ -160,3 +160,17 @@ def test_bare_word_constant_atoms_carry_their_own_rule_position(spec):
                          spec)
     assert (r1.filter.line, r1.filter.column) == (1, 10)
     assert (r2.filter.items[1].line, r2.filter.items[1].column) == (2, 27)
+
+
+@pytest.mark.parametrize("rule, message", [
+    ("msg.f0 == " + "9" * 5000 + " : fwd(1)", "1:11: constant 9999999999999999...99999999 (5000 digits) does not fit"),
+    ("msg.f0 == 0x" + "f" * 5000 + " : fwd(1)", "1:11: constant 0xffffffffffffff"),
+    ("msg.f0 == 1 : fwd(" + "9" * 5000 + ")", "1:19: port 9999999999999999...99999999 (5000 digits) is out of range"),
+    ("msg.f0 == 1/" + "9" * 5000 + " : fwd(1)", "is longer than the 16-bit field"),
+])
+def test_constants_of_thousands_of_digits_are_rule_errors(rule, message):
+    """Python refuses to convert more than 4,300 digits; such a rule got a traceback."""
+    spec = parse_spec("header msg { bit<16> f0; }\n@pragma query_field_lpm(msg.f0)\n", name="t")
+    with pytest.raises(RuleError) as err:
+        parse_rules(rule, spec)
+    assert message in str(err.value)

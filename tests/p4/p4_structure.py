@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from compiler.p4.names import KEYWORDS
+from p4rt.names import KEYWORDS
 
 ALLOWED_KEYWORD_NAMES = {"state"}  # meta.state and set_state(state): docs/pipeline-ir.md
 
@@ -147,6 +147,6 @@ def _p4info_problems(program: str, p4info, controls) -> list[str]:
 
 
 def _kind_name(match_type: int) -> str:
-    from compiler.p4runtime_protos import p4info_pb2
+    from p4rt.protos import p4info_pb2
 
     return p4info_pb2.MatchField.MatchType.Name(match_type).lower()

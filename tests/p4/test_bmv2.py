@@ -27,8 +27,8 @@ from google.protobuf import text_format
 
 from compiler.compile import compile_files, write_outputs
 from compiler.p4 import write_p4
-from compiler.p4.runtime import program_p4info
-from compiler.p4runtime_protos import p4info_pb2
+from p4rt.p4info import program_p4info
+from p4rt.protos import p4info_pb2
 from controller.push import TargetConfig
 from tests.p4.test_p4_golden import GOLDEN, ROOT, SPECS
 
@@ -63,7 +63,7 @@ def test_p4c_compiles_golden_program_with_our_names(case, tmp_path):
     theirs = TargetConfig.from_files(p4info_path, p4info_path).p4info  # text, or binary (older p4c)
     ours = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
     assert names(theirs) == names(ours)
-    # Our ids are computed the way p4c computes them (compiler.p4.runtime.p4c_ids), so that
+    # Our ids are computed the way p4c computes them (p4rt.ids, p4rt.p4info), so that
     # entries.txtpb replays on bmv2 as it is; a difference here means that computation is wrong.
     ids = lambda info: {x.preamble.name: (x.preamble.id, x.preamble.alias)  # noqa: E731
                         for items in (info.tables, info.actions) for x in items}
@@ -155,7 +155,7 @@ def test_bmv2_runs_entries_pushed_by_the_controller_like_the_software_switch(cas
 @pytest.mark.parametrize("case", CASES)
 def test_bmv2_accepts_entries_txtpb_as_written(case, tmp_path):
     """entries.txtpb, ids and all, is a WriteRequest bmv2 takes under p4c's P4Info."""
-    from compiler.p4runtime_protos import p4runtime_pb2
+    from p4rt.protos import p4runtime_pb2
     from controller.p4runtime_client import P4RuntimeClient
 
     p4info_path, json_path = p4c_compile(GOLDEN / case / "program.p4", tmp_path)
@@ -199,7 +199,7 @@ def test_bmv2_packets_are_selected_and_pruned_by_the_software_switch():
 
 
 def test_our_p4info_is_what_the_golden_files_hold():
-    """The P4Info the bmv2 test compares p4c's with: compiler/p4info.py's plus the membership tables."""
+    """The P4Info the bmv2 test compares p4c's with: the software switch's names plus the membership tables."""
     import json
 
     for case in sorted(SPECS):

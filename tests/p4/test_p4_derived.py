@@ -14,10 +14,8 @@ import pytest
 
 from compiler.compile import compile_files
 from compiler.p4.derived import combined, entries, for_target, slots_of
-from compiler.p4.runtime import program_p4info
-from compiler.p4info import build_p4info
+from p4rt.p4info import build_p4info, program_p4info
 from compiler.tables import ALL_PORTS_GROUP, stable_ids
-from pipeline.document import to_json
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "p4"
@@ -80,7 +78,7 @@ def test_for_target_reads_the_slot_count_from_the_p4info():
         assert slots_of(c.pipeline, info) == slots
         assert for_target(c.pipeline, c.entries, info) == combined(c.pipeline, c.entries, slots)
     # The software switch's P4Info has no membership tables: entries.json unchanged.
-    assert for_target(c.pipeline, c.entries, build_p4info(to_json(c.pipeline), counters=True)) is c.entries
+    assert for_target(c.pipeline, c.entries, build_p4info(c.pipeline, counters=True)) is c.entries
 
 
 def test_replicas_with_rids_are_kept_per_replica_like_the_software_switch():

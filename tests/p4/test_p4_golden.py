@@ -15,7 +15,7 @@ import pytest
 from compiler.compile import compile_files
 from compiler.p4 import write_p4
 from compiler.p4.__main__ import main as p4_main
-from compiler.p4.runtime import program_p4info
+from p4rt.p4info import program_p4info
 from tests.p4.p4_structure import problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def test_entries_name_only_tables_and_groups_of_the_program():
     """Every table id in entries.txtpb is a table of the golden P4Info, every mcast group is inserted."""
     from google.protobuf import text_format
 
-    from compiler.p4runtime_protos import p4info_pb2, p4runtime_pb2
+    from p4rt.protos import p4info_pb2, p4runtime_pb2
 
     for case in sorted(SPECS):
         info = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())

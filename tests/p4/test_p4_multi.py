@@ -9,8 +9,7 @@ import pytest
 from compiler.compile import compile_text
 from compiler.p4 import emit_program
 from compiler.p4.__main__ import main, merge_entries
-from compiler.p4info import build_p4info
-from pipeline.document import to_json
+from p4rt.p4info import build_p4info
 from tests.p4.p4_structure import problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,4 +49,4 @@ def test_single_framing_with_a_type_field_checks_the_type_before_extracting():
     state = program[start: program.index("}\n", program.index("}", start) + 1)]
     assert "packet.lookahead<bit<8>>()" in state
     assert "8w0x1: parse_ev_message;" in state and "8w0x7: parse_ev_message;" in state
-    assert problems(program, build_p4info(to_json(c.pipeline))) == []
+    assert problems(program, build_p4info(c.pipeline)) == []

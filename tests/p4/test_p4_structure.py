@@ -12,9 +12,8 @@ import pytest
 
 from compiler.compile import compile_text
 from compiler.p4 import emit_program
-from compiler.p4.names import KEYWORDS, ident
-from compiler.p4.runtime import program_p4info
-from compiler.p4info import build_p4info
+from p4rt.names import KEYWORDS, ident
+from p4rt.p4info import build_p4info, program_p4info
 from pipeline.document import from_json, to_json
 from tests.p4.p4_structure import problems
 
@@ -25,7 +24,7 @@ ITCH = (GOLDEN / "itch" / "program.p4").read_text()
 def _info(case: str):
     from google.protobuf import text_format
 
-    from compiler.p4runtime_protos import p4info_pb2
+    from p4rt.protos import p4info_pb2
 
     return text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
 
@@ -79,7 +78,7 @@ def test_keyword_field_names_are_escaped_but_keep_their_control_plane_names():
     program = emit_program(c.pipeline)
     assert "bit<8> type_;" in program and "bit<16> key_;" in program and "bit<8> udp_;" in program
     assert 'hdr.weird.type_ : range @name("weird.type")' in program
-    assert problems(program, build_p4info(to_json(c.pipeline))) == []
+    assert problems(program, build_p4info(c.pipeline)) == []
 
 
 def test_ident():

@@ -16,9 +16,9 @@ from google.protobuf import text_format
 
 from compiler.compile import compile_files
 from compiler.p4 import emit_program
-from compiler.p4.runtime import jenkins_one_at_a_time, p4c_id_map, program_p4info, shortest_unique_suffixes
-from compiler.p4info import PREFIX
-from compiler.p4runtime_protos import p4info_pb2, p4runtime_pb2
+from p4rt.ids import jenkins_one_at_a_time, p4c_id_map, shortest_unique_suffixes
+from p4rt.p4info import PREFIX, program_p4info
+from p4rt.protos import p4info_pb2, p4runtime_pb2
 from pipeline.document import from_json, to_json
 
 ROOT = Path(__file__).resolve().parents[2]

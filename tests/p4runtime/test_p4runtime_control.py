@@ -12,8 +12,10 @@ import time
 import grpc
 import pytest
 
-from compiler.p4runtime_entries import P4InfoIndex, entry_dict, entry_key, group_dict, table_entry
-from compiler.p4runtime_protos import code_pb2, p4runtime_pb2
+from p4rt.entries import entry_dict, group_dict, table_entry
+from p4rt.entry_key import entry_key
+from p4rt.index import P4InfoIndex
+from p4rt.protos import code_pb2, p4runtime_pb2
 from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
 from p4runtime_helpers import RULES, add_order, compiled, expected_split, frame, messages, received_split, write_dir

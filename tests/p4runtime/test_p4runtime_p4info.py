@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 from google.protobuf import text_format
 
-from compiler.p4info import DROP_REASONS as DECLARED_DROP_REASONS
-from compiler.p4info import build_p4info, p4info_text
-from compiler.p4runtime_entries import BadValue, P4InfoIndex, decode, encode, entry_dict, table_entry
-from compiler.p4runtime_protos import p4info_pb2
+from p4rt.entries import entry_dict, table_entry
+from p4rt.index import P4InfoIndex
+from p4rt.p4info import DROP_REASONS as DECLARED_DROP_REASONS
+from p4rt.p4info import build_p4info
+from p4rt.protos import p4info_pb2
+from p4rt.values import BadValue, decode, encode
+from pipeline.document import from_json
 from p4runtime_helpers import compiled
-from pipeline.document import to_json
 from switch.dataplane import DROP_REASONS
 
 MF = p4info_pb2.MatchField
@@ -19,18 +21,17 @@ MF = p4info_pb2.MatchField
 
 def test_names_ids_and_widths_follow_the_contract():
     c = compiled()
-    info = build_p4info(to_json(c.pipeline))
+    info = build_p4info(c.pipeline)
     tables = {t.preamble.name: t for t in info.tables}
-    app = to_json(c.pipeline)["applications"][0]
-    for stage in app["stages"]:
-        t = tables[f"CamusIngress.{stage['table']}"]
-        width = app["fields"][stage["field"]]["width"]
-        kind = {"exact": MF.EXACT, "range": MF.RANGE}[stage["match_kind"]]
+    app = c.application
+    for stage in app.stages:
+        t = tables[f"CamusIngress.{stage.table}"]
+        kind = {"exact": MF.EXACT, "range": MF.RANGE}[stage.match_kind]
         assert [(f.id, f.name, f.bitwidth, f.match_type) for f in t.match_fields] == \
-            [(1, "state", 32, MF.EXACT), (2, stage["field"], width, kind)]
-        d = tables[f"CamusIngress.{stage['default_table']}"]
+            [(1, "state", 32, MF.EXACT), (2, stage.field.name, stage.field.width, kind)]
+        d = tables[f"CamusIngress.{stage.default_table}"]
         assert [(f.id, f.name) for f in d.match_fields] == [(1, "state")]
-    assert f"CamusIngress.{app['leaf_table']}" in tables
+    assert f"CamusIngress.{app.leaf_table}" in tables
     lpm = tables["CamusIngress.ipv4_lpm"]
     assert [(f.id, f.name, f.bitwidth, f.match_type) for f in lpm.match_fields] == [(1, "ipv4.dst_addr", 32, MF.LPM)]
     egress = tables["CamusEgress.egress_udp_rewrite"]
@@ -48,13 +49,13 @@ def test_names_ids_and_widths_follow_the_contract():
 
 def test_ids_are_deterministic_and_text_round_trips():
     c = compiled()
-    text = p4info_text(to_json(c.pipeline))
-    assert text == p4info_text(to_json(compiled().pipeline))
-    assert text_format.Parse(text, p4info_pb2.P4Info()) == build_p4info(to_json(c.pipeline))
+    text = text_format.MessageToString(build_p4info(c.pipeline))
+    assert text == text_format.MessageToString(build_p4info(compiled().pipeline))
+    assert text_format.Parse(text, p4info_pb2.P4Info()) == build_p4info(c.pipeline)
     # Ids hang on names: a table keeps its id when the pipeline loses other stages.
-    ids = {t.preamble.name: t.preamble.id for t in build_p4info(to_json(c.pipeline)).tables}
+    ids = {t.preamble.name: t.preamble.id for t in build_p4info(c.pipeline).tables}
     fewer = compiled('stock == "GOOGL" : fwd(1)\n')
-    for t in build_p4info(to_json(fewer.pipeline)).tables:
+    for t in build_p4info(fewer.pipeline).tables:
         assert ids.get(t.preamble.name, t.preamble.id) == t.preamble.id
 
 
@@ -74,7 +75,7 @@ def test_canonical_bytestrings():
 
 def test_every_compiled_entry_round_trips_and_dont_cares_are_omitted():
     c = compiled()
-    index = P4InfoIndex(build_p4info(to_json(c.pipeline)))
+    index = P4InfoIndex(build_p4info(c.pipeline))
     for e in c.entries["table_entries"]:
         te = table_entry(index, e)
         back = entry_dict(index, te)
@@ -105,7 +106,7 @@ FLAT = {  # single framing: key (32 bits, lpm), flags (16 bits, ternary)
 
 
 def test_lpm_and_ternary_keys_round_trip():
-    info = build_p4info(FLAT)
+    info = build_p4info(from_json(FLAT))
     kinds = {t.preamble.alias: [f.match_type for f in t.match_fields] for t in info.tables}
     assert kinds["flat_key"] == [MF.EXACT, MF.LPM] and kinds["flat_flags"] == [MF.EXACT, MF.TERNARY]
     index = P4InfoIndex(info)
@@ -124,7 +125,7 @@ def test_lpm_and_ternary_keys_round_trip():
 
 def test_counter_extension_names_the_switch_drop_reasons():
     assert DECLARED_DROP_REASONS == DROP_REASONS  # camus.drops is indexed in this order
-    info = build_p4info(FLAT, counters=True)
+    info = build_p4info(from_json(FLAT), counters=True)
     names = {c.preamble.name: c.size for c in info.counters}
     assert names["camus.port_rx"] == 512 and names["camus.drops"] == len(DROP_REASONS)
     assert names["camus.table.flat_key"] == 2

@@ -7,16 +7,15 @@ import threading
 
 import pytest
 
-from compiler.p4info import build_p4info
+from p4rt.p4info import build_p4info
 from p4runtime_helpers import compiled, expected_split, frame, messages, received_split
-from pipeline.document import to_json
 from switch.device import Device, PipelineConfig
 from switch.ports import PortError, Ports, QueuePort, UdpPort, parse_binding, parse_port_option
 
 
 def running(c, numbers):
     device = Device("native")
-    device.install(PipelineConfig(c.pipeline, build_p4info(to_json(c.pipeline)), b""), c.entries)
+    device.install(PipelineConfig(c.pipeline, build_p4info(c.pipeline), b""), c.entries)
     ports = Ports(device)
     queues = {n: ports.add(QueuePort(n)) for n in numbers}
     ports.start()

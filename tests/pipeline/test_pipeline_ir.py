@@ -50,7 +50,7 @@ def test_action_widths_are_the_p4_programs():
 
 
 def test_the_registry_names_real_p4info_and_p4runtime_fields():
-    from compiler.p4runtime_protos import p4info_pb2, p4runtime_pb2
+    from p4rt.protos import p4info_pb2, p4runtime_pb2
 
     oneof = p4runtime_pb2.FieldMatch.DESCRIPTOR.oneofs_by_name["field_match_type"]
     members = {f.name: f.message_type for f in oneof.fields}

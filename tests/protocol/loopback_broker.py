@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 
 from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_response
-from shim.protocol import api_versions, groups
+from shim.protocol import api_versions, group_apis
 from shim.protocol.records import decode_batches, patch_base_offset, read_batch_header
 
 
@@ -95,8 +95,8 @@ class Broker:
         if name == "InitProducerId":
             return req.response(producer_id=1000, producer_epoch=0)
         if name == "FindCoordinator":
-            _, keys = groups.coordinator_keys(req)
-            return groups.coordinator_response(req, [{"key": k, **broker} for k in keys])
+            _, keys = group_apis.coordinator_keys(req)
+            return group_apis.coordinator_response(req, [{"key": k, **broker} for k in keys])
         if name == "JoinGroup":
             if not body.member_id and v >= 4:
                 return req.response(error_code=ErrorCode.member_id_required, member_id="member-1", generation_id=-1)

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from shim.protocol import ServerConnection, build, encode_response, to_dict
-from shim.protocol import fetch, groups, metadata, offsets, produce
+from shim.protocol import fetch, group_apis, metadata, offsets, produce
 from shim.protocol.framing import frame
 from protocol_helpers import FIXTURES, decode_response, encode_request
 
@@ -41,20 +41,20 @@ def test_metadata_all_topics_v0_vs_v1():
 def test_find_coordinator_before_and_after_batching():
     old = _request(10, 2, {"key": "g", "key_type": 0})
     new = _request(10, 6, {"key_type": 0, "coordinator_keys": ["g", "h"]})
-    assert groups.coordinator_keys(old) == (0, ["g"])
-    assert groups.coordinator_keys(new) == (0, ["g", "h"])
+    assert group_apis.coordinator_keys(old) == (0, ["g"])
+    assert group_apis.coordinator_keys(new) == (0, ["g", "h"])
     answer = {"node_id": 0, "host": "127.0.0.1", "port": 9092}
-    _, body, _ = decode_response(10, 2, encode_response(old, groups.coordinator_response(old, [{"key": "g", **answer}])))
+    _, body, _ = decode_response(10, 2, encode_response(old, group_apis.coordinator_response(old, [{"key": "g", **answer}])))
     assert (body.node_id, body.host, body.port) == (0, "127.0.0.1", 9092)
     answers = [{"key": k, **answer} for k in ("g", "h")]
-    _, body, _ = decode_response(10, 6, encode_response(new, groups.coordinator_response(new, answers)))
+    _, body, _ = decode_response(10, 6, encode_response(new, group_apis.coordinator_response(new, answers)))
     assert [c.key for c in body.coordinators] == ["g", "h"]
 
 
 def test_leave_group_members_at_every_layout():
-    assert groups.leaving_members(_request(13, 0, {"group_id": "g", "member_id": "m"})) == [("m", None)]
+    assert group_apis.leaving_members(_request(13, 0, {"group_id": "g", "member_id": "m"})) == [("m", None)]
     v5 = _request(13, 5, {"group_id": "g", "members": [{"member_id": "m", "group_instance_id": "i"}]})
-    assert groups.leaving_members(v5) == [("m", "i")]
+    assert group_apis.leaving_members(v5) == [("m", "i")]
 
 
 def test_offset_fetch_groups_hide_the_v8_split():

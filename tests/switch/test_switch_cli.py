@@ -38,10 +38,16 @@ def test_bad_pcap_headers_are_refused(data, message):
         PcapReader(io.BytesIO(data))
 
 
-def test_truncated_pcap_record_is_refused():
+@pytest.mark.parametrize("tail, message", [
+    (struct.pack("<IIII", 0, 0, 10, 10) + b"short", "inside a record (5 of 10 bytes)"),
+    (b"\0" * 7, "inside a record header (7 of 16 bytes)"),
+])
+def test_a_truncated_last_record_ends_the_records_and_is_reported(tail, message):
     head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
-    with pytest.raises(PcapError, match="inside a record"):
-        list(PcapReader(io.BytesIO(head + struct.pack("<IIII", 0, 0, 10, 10) + b"short")))
+    whole = struct.pack("<IIII", 1, 2, 3, 3) + b"abc"
+    reader = PcapReader(io.BytesIO(head + whole + tail))
+    assert list(reader) == [Record(1, 2, b"abc")]
+    assert message in reader.truncated
 
 
 def write_pipeline(directory, entries):
@@ -70,6 +76,24 @@ def test_camus_switch_run_as_a_command(tmp_path):
     assert [r.seconds for r in port4] == [100, 102]  # input order, input timestamps
     counters = json.loads((tmp_path / "c.json").read_text())
     assert counters["ports"]["7"] == {"rx_packets": 3, "tx_packets": 0}
+
+
+def test_switch_run_processes_a_truncated_capture_and_reports_it(tmp_path, capsys):
+    from camus.cli import main
+
+    write_pipeline(tmp_path / "pipe", {"camus_entries": 1, "table_entries": [
+        leaf("itch_leaf", 0, "fwd", 4)]})
+    write_pcap(str(tmp_path / "in.pcap"), [Record(i, 0, itch_frame([add_order("IBM", i)], seq=i))
+                                          for i in range(3)])
+    data = (tmp_path / "in.pcap").read_bytes()
+    (tmp_path / "in.pcap").write_bytes(data[:-10])  # the third record loses its end
+    args = ["switch", "run", "--pipeline", str(tmp_path / "pipe"), "--pcap-in",
+            str(tmp_path / "in.pcap"), "--out-dir", str(tmp_path / "out")]
+    assert main(args) == 1
+    out = capsys.readouterr()
+    assert "file ends inside a record" in out.err and "records before it were processed" in out.err
+    assert "itch_leaf" in out.out  # the counters are printed
+    assert [r.seconds for r in read_pcap(str(tmp_path / "out" / "port-4.pcap"))] == [0, 1]
 
 
 def test_switch_run_reports_bad_inputs(tmp_path, capsys):

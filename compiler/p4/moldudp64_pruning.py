@@ -20,9 +20,9 @@ pruned the way docs/pipeline-ir.md ("Message semantics") says.
 from __future__ import annotations
 
 from compiler.p4.blocks import copy_lengths, indent, table, walk
-from compiler.p4.derived import MEMBER_ACTION
 from compiler.p4.layout import AppLayout
 from compiler.tables import ALL_PORTS_GROUP
+from p4rt.names import MEMBER_ACTION
 
 NO_SLOT = 255  # "no message evaluated in this pass"; slots are at most 32
 

@@ -1,27 +1,27 @@
 """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups.
 
-Thin translations onto `shim.groups.Coordinator`; this broker coordinates every group.
+Thin translations onto `shim.group_coordinator.Coordinator`; this broker coordinates every group.
 JoinGroup and SyncGroup are coroutines that stay parked until the rebalance completes.
 """
 
 from __future__ import annotations
 
-from shim.groups import GroupError
+from shim.group_coordinator import GroupError
 from shim.handlers.cluster import authorized_operations
-from shim.protocol import ErrorCode, groups, produce
+from shim.protocol import ErrorCode, group_apis, produce
 
 
 def handle_find_coordinator(ctx, request):
-    key_type, keys = groups.coordinator_keys(request)
+    key_type, keys = group_apis.coordinator_keys(request)
     c = ctx.broker.config
-    if key_type == groups.TRANSACTION_KEY:
+    if key_type == group_apis.TRANSACTION_KEY:
         answers = [{"key": k, "node_id": -1, "host": "", "port": -1,
                     "error_code": produce.TRANSACTIONS_UNSUPPORTED,
                     "error_message": "transactions are not implemented"} for k in keys]
     else:
         answers = [{"key": k, "node_id": c.node_id, "host": c.host, "port": c.port,
                     "error_code": ErrorCode.none} for k in keys]
-    return groups.coordinator_response(request, answers)
+    return group_apis.coordinator_response(request, answers)
 
 
 async def handle_join_group(ctx, request):
@@ -67,7 +67,7 @@ def handle_heartbeat(ctx, request):
 
 def handle_leave_group(ctx, request):
     results, top = [], ErrorCode.none
-    for member_id, instance_id in groups.leaving_members(request):
+    for member_id, instance_id in group_apis.leaving_members(request):
         code = ErrorCode.none
         try:
             ctx.broker.coordinator.leave(request.body.group_id, member_id, instance_id)

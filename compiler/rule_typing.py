@@ -1,0 +1,170 @@
+"""Typing a rule against its spec: fields resolved, operators checked, constants converted.
+
+A comparison's field is resolved by name (`header.field`, or a bare `field` when unique) and
+its operator checked against the field's match kind (exact and prefix fields take only == and
+!=). Its constant becomes the field's value: a number must fit the field's width, a string or
+bare word is ASCII padded with spaces to the field's bytes, an IPv4 address needs 32 bits, and
+`value/len` is a prefix with its host bits cleared. Every error names the token's line and
+column; a rule's ports are checked here too (1..MAX_PORT).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from compiler.ast import MAX_PORT, OPS, Atom, Const, Filter, Not, Or
+from compiler.errors import RuleError, SpecError
+from compiler.rule_syntax import Token
+from compiler.spec import QueryField, Spec
+
+
+class Compare(NamedTuple):
+    """A comparison with its field resolved; its constant may still be a slot of a shape."""
+
+    field: QueryField
+    op: str
+    constant: Token
+    op_token: Token | None = None
+
+
+class RuleTyper:
+    """Turns tokens into type-checked atoms: resolves fields, converts and checks constants."""
+
+    def __init__(self, spec: Spec, source: str | None):
+        self.spec, self.source = spec, source
+        self.fields: dict[str, QueryField | None] = {}
+
+    def error(self, message: str, tok: Token) -> RuleError:
+        return RuleError(message, tok.line, tok.column, self.source)
+
+    def number(self, digits: str, base: int, limit: int, tok: Token) -> int:
+        """`digits` as an integer; one far too long for `limit` is limit + 1, not converted
+        (Python refuses to convert more than 4,300 decimal digits, and needs not try)."""
+        if base == 16 and digits[:2].lower() == "0x":
+            digits = digits[2:]
+        if len(digits.lstrip("0")) > len(format(limit, "x" if base == 16 else "d")):
+            return limit + 1
+        return int(digits, base)
+
+    def port(self, tok: Token) -> int:
+        if tok.type == "INT" and tok.value.isdigit():
+            port = self.number(tok.value, 10, MAX_PORT, tok)
+        elif tok.type == "HEX" and "/" not in tok.value:
+            port = self.number(tok.value, 16, MAX_PORT, tok)
+        else:
+            raise self.error(f"expected a port number, not {tok.value!r}", tok)
+        if not 1 <= port <= MAX_PORT:
+            raise self.error(f"port {_shown(tok.value)} is out of range (1..{MAX_PORT})", tok)
+        return port
+
+    def lookup(self, name: str) -> QueryField | None:
+        if name not in self.fields:
+            try:
+                self.fields[name] = self.spec.resolve(name)
+            except SpecError:
+                self.fields[name] = None
+        return self.fields[name]
+
+    def field(self, tok: Token) -> QueryField:
+        if tok.type != "NAME":
+            raise self.error(f"expected a field name, not {tok.value!r}", tok)
+        q = self.lookup(tok.value)
+        if q is None:
+            try:
+                self.spec.resolve(tok.value)
+            except SpecError as exc:
+                raise self.error(exc.message, tok) from None
+        return q
+
+    def compare(self, left: Token, op_token: Token, right: Token) -> Compare:
+        op = "==" if op_token.value == "=" else op_token.value
+        # `price > 50` is the usual order; `50 < price` is accepted and flipped.
+        if left.type == "NAME" and (self.lookup(left.value) or "." in left.value) \
+                or right.type != "NAME" or not self.lookup(right.value):
+            return Compare(self.field(left), op, right, op_token)
+        flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+        return Compare(self.field(right), flipped, left, op_token)
+
+    def member(self, subject: Token, values: list[Token], negated: bool) -> Filter:
+        field = self.field(subject)
+        if not values:
+            return Const(negated)
+        atoms = tuple(Compare(field, "==", v) for v in values)
+        any_of = atoms[0] if len(atoms) == 1 else Or(atoms)
+        return Not(any_of) if negated else any_of
+
+    def atom(self, field: QueryField, op: str, tok: Token, op_tok: Token | None = None) -> Atom:
+        assert op in OPS, op
+        op_tok = op_tok or tok
+        if field.kind == "exact" and op not in ("==", "!="):
+            raise self.error(f"'{op}' on exact-match field '{field.qname}': only == and != are "
+                             f"allowed (it is declared query_field_exact)", op_tok)
+        if field.kind == "lpm" and op not in ("==", "!="):
+            raise self.error(f"'{op}' on prefix-match field '{field.qname}': only == and != "
+                             f"are allowed (it is declared query_field_lpm)", op_tok)
+        value, prefix_len = self.constant(field, tok)
+        if prefix_len is not None:
+            if op not in ("==", "!="):
+                raise self.error(f"a prefix can only be compared with == or !=, not '{op}'",
+                                 op_tok)
+            if field.kind == "exact" and prefix_len != field.width:
+                raise self.error(f"prefix match on exact-match field '{field.qname}'", tok)
+            if prefix_len == field.width:
+                prefix_len = None
+        return Atom(field, op, value, prefix_len, tok.line, tok.column)
+
+    def constant(self, field: QueryField, tok: Token) -> tuple[int, int | None]:
+        text = tok.value
+        if tok.type in ("INT", "HEX"):
+            digits, _, plen = text.partition("/")
+            value = self.number(digits, 16 if tok.type == "HEX" else 10, field.max_value, tok)
+            if value > field.max_value:
+                raise self.error(f"constant {_shown(digits)} does not fit in {field.width}-bit "
+                                 f"field '{field.qname}' (max {field.max_value})", tok)
+            return self.prefix(field, value, plen, tok)
+        if tok.type == "IPV4":
+            addr, _, plen = text.partition("/")
+            octets = [int(o) for o in addr.split(".")]
+            if any(o > 255 for o in octets):
+                raise self.error(f"{addr} is not an IPv4 address", tok)
+            if field.width != 32:
+                raise self.error(f"an IPv4 address needs a 32-bit field; '{field.qname}' has "
+                                 f"{field.width} bits", tok)
+            return self.prefix(field, int.from_bytes(bytes(octets), "big"), plen, tok)
+        if tok.type in ("STRING", "NAME"):
+            if tok.type == "NAME" and self.lookup(text) is not None:
+                raise self.error(f"'{text}' is a field: comparing two fields is not supported "
+                                 f"(write \"{text}\" to mean the text)", tok)
+            if tok.type == "NAME" and "." in text:
+                raise self.error(f"unknown field '{text}' (a constant with a '.' must be quoted)",
+                                 tok)
+            chars = text[1:-1] if tok.type == "STRING" else text
+            if field.width % 8:
+                raise self.error(f"a string needs a field of whole bytes; '{field.qname}' has "
+                                 f"{field.width} bits", tok)
+            try:
+                raw = chars.encode("ascii")
+            except UnicodeEncodeError:
+                raise self.error(f"string {text} is not ASCII", tok) from None
+            size = field.width // 8
+            if len(raw) > size:
+                raise self.error(f"string {text} is {len(raw)} characters; field "
+                                 f"'{field.qname}' holds {size}", tok)
+            return int.from_bytes(raw.ljust(size, b" "), "big"), None
+        raise self.error(f"expected a constant, not {text!r}", tok)
+
+    def prefix(self, field: QueryField, value: int, plen: str, tok: Token) -> tuple[int, int | None]:
+        """`value/plen`: the prefix's network value (host bits cleared) and its length."""
+        if not plen:
+            return value, None
+        length = self.number(plen, 10, field.width, tok)
+        if length > field.width:
+            raise self.error(f"prefix length /{length} is longer than the {field.width}-bit "
+                             f"field '{field.qname}'", tok)
+        mask = ((1 << length) - 1) << (field.width - length)
+        return value & mask, length
+
+
+def _shown(digits: str) -> str:
+    """A constant as an error message quotes it: whole, or its ends if it is very long."""
+    return digits if len(digits) <= 40 else f"{digits[:16]}...{digits[-8:]} ({len(digits)} digits)"
