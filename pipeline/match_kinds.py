@@ -9,7 +9,8 @@ table of it is looked up (the one Python lookup: `pipeline.interpreter` and the 
 switch run it), and which installed entries a new one conflicts with.
 
 Adding a match kind is one entry in `MATCH_KINDS` plus its table in the native switch
-(switch/native/src/tables.rs, which reads the kind's name from the plan).
+(switch/native/src/tables.rs, which reads the kind's name from the plan) and its protobuf
+codec in p4rt/match_kinds.py.
 
 Reduced keys: exact `a` = value; range `a`..`b` inclusive; lpm `a` = masked value, `b` =
 prefix length; ternary `a` = masked value, `b` = mask. A table structure maps
