@@ -117,28 +117,29 @@ class _Progress:
 
 
 def cmd_eval(args) -> int:
-    from compiler.ir import Tables, message_values
+    from compiler.messages import message_values
+    from pipeline import document, interpreter
 
     root = Path(args.pipeline)
     try:
-        pipeline = json.loads((root / "pipeline.json").read_text())
+        pipeline = document.from_json(json.loads((root / "pipeline.json").read_text()))
         entries = json.loads((root / "entries.json").read_text())
+        apps = pipeline.applications
+        if args.app:
+            apps = [a for a in apps if a.name == args.app]
+            if not apps:
+                print(f"camus eval: error: no application {args.app!r}", file=sys.stderr)
+                return 2
+        elif len(apps) != 1:
+            names = ", ".join(a.name for a in apps)
+            print(f"camus eval: error: several applications ({names}): choose one with --app",
+                  file=sys.stderr)
+            return 2
+        tables = interpreter.load(pipeline, entries)
     except (OSError, ValueError) as exc:
         print(f"camus eval: error: cannot read {root}: {exc}", file=sys.stderr)
         return 2
-    apps = pipeline["applications"]
-    if args.app:
-        apps = [a for a in apps if a["name"] == args.app]
-        if not apps:
-            print(f"camus eval: error: no application {args.app!r}", file=sys.stderr)
-            return 2
-    elif len(apps) != 1:
-        names = ", ".join(a["name"] for a in apps)
-        print(f"camus eval: error: several applications ({names}): choose one with --app",
-              file=sys.stderr)
-        return 2
     app = apps[0]
-    tables = Tables(app, entries)
     status = 0
     for lineno, line in enumerate(sys.stdin, start=1):
         if not line.strip():
@@ -153,6 +154,6 @@ def cmd_eval(args) -> int:
             print("null", flush=True)
             status = 1
             continue
-        ports = sorted(tables.ports(values)) if values is not None else []
+        ports = sorted(tables.ports(app, values)) if values is not None else []
         print(json.dumps(ports), flush=True)
     return status

@@ -10,11 +10,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import diagram, ir, order, tables
+from compiler import diagram, lowering, order, tables
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.normalize import dnf
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
+from pipeline import document, entries as entries_json, interpreter
+from pipeline.model import Application, Pipeline, Stage
 
 
 @dataclass
@@ -22,17 +24,18 @@ class Compiled:
     spec: Spec
     rules: list[Rule]
     diagram: diagram.Diagram
-    stages: list[tables.Stage]
-    pipeline: dict
-    entries: dict
+    stages: list[Stage]
+    pipeline: Pipeline
+    entries: dict  # entries.json
     stats: dict = field(default_factory=dict)
 
     @property
-    def application(self) -> dict:
-        return self.pipeline["applications"][0]
+    def application(self) -> Application:
+        return self.pipeline.applications[0]
 
-    def tables(self) -> ir.Tables:
-        return ir.Tables(self.application, self.entries)
+    def tables(self) -> interpreter.Tables:
+        """The compiled entries loaded into the pipeline's tables (what `camus eval` runs)."""
+        return interpreter.load(self.pipeline, self.entries)
 
 
 def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None = None,
@@ -82,12 +85,12 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             append((conj, ports))
     fields = order.choose(spec, (c for c, _ in items), field_order, static)
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
-    stages = ir.stages_for(spec, fields, kinds)
+    stages = lowering.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress)
     reachable = d.reachable()
-    entries, groups = tables.emit(d, stages, ir.leaf_table(spec), reachable)
-    pipeline = ir.pipeline([ir.application(spec, stages)])
-    entries_doc = {"camus_entries": ir.ENTRIES_VERSION, "table_entries": entries,
+    entries, groups = tables.emit(d, stages, lowering.leaf_table(spec), reachable)
+    pipeline = lowering.pipeline([lowering.application(spec, stages)])
+    entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
                    "multicast_groups": groups}
     per_table: dict[str, int] = {}
     for e in entries:
@@ -95,7 +98,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     stats = {
         "rules": len(rules),
         "conjunctions": len(items),
-        "fields": [s.field for s in stages],
+        "fields": [s.field.name for s in stages],
         "entries": {"total": len(entries), "per_table": per_table},
         "states": len(reachable),
         "multicast_groups": len(groups),
@@ -153,12 +156,7 @@ def match_kinds(spec: Spec, rules: Sequence[Rule]) -> dict[str, str]:
 def write_outputs(c: Compiled, out: str | Path) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "pipeline.json").write_text(json.dumps(c.pipeline, indent=2) + "\n")
+    (out / "pipeline.json").write_text(document.dumps(c.pipeline))
     with open(out / "entries.json", "w") as fh:
-        # One entry per line: large files stay greppable and diffable.
-        fh.write('{"camus_entries": %d,\n "table_entries": [\n' % c.entries["camus_entries"])
-        fh.write(",\n".join("  " + json.dumps(e) for e in c.entries["table_entries"]))
-        fh.write('\n ],\n "multicast_groups": [\n')
-        fh.write(",\n".join("  " + json.dumps(g) for g in c.entries["multicast_groups"]))
-        fh.write("\n ]}\n")
+        entries_json.write(c.entries, fh)
     (out / "stats.json").write_text(json.dumps(c.stats, indent=2) + "\n")

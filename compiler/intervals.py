@@ -82,14 +82,3 @@ def union(a: IntervalSet, b: IntervalSet) -> IntervalSet:
 def contains(outer: IntervalSet, inner: IntervalSet) -> bool:
     return intersect(outer, inner) == inner
 
-
-def prefixes(lo: int, hi: int, width: int) -> list[tuple[int, int]]:
-    """The fewest aligned prefixes `(value, prefix_len)` that exactly cover [lo, hi]."""
-    out = []
-    while lo <= hi:
-        size = lo & -lo if lo else 1 << width
-        while size > hi - lo + 1:
-            size >>= 1
-        out.append((lo, width - size.bit_length() + 1))
-        lo += size
-    return out

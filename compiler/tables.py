@@ -17,23 +17,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
 
-from compiler import intervals as iv
 from compiler.diagram import Diagram, port_list, sorted_ports
+from pipeline.match_kinds import MATCH_KINDS
+from pipeline.model import GROUP_WIDTH, Stage
 
 STATE_BITS = 32
-GROUP_BITS = 16
+GROUP_BITS = GROUP_WIDTH  # group ids fill the mcast action's parameter
 ALL_PORTS_GROUP = 0xFFFF  # never assigned: compiler/p4 multicasts mixed-decision MoldUDP64 packets to it
-
-
-@dataclass(frozen=True)
-class Stage:
-    field: str  # qname
-    match_kind: str  # exact | range | lpm
-    table: str
-    default_table: str
-    width: int
 
 
 def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) -> dict:
@@ -96,7 +87,9 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
         if split is None:
             continue
         stage = stages[split.stage]
-        default = _default_successor(split.intervals, stage.match_kind, dead)
+        kind = MATCH_KINDS[stage.match_kind]
+        cover, field, width = kind.cover, stage.field.name, stage.field.width
+        default = _default_successor(split.intervals, kind.per_value, dead)
         sid = ids[s]
         # A state left unchanged by a miss passes every later stage and misses the leaf
         # table: exactly what the dead state does, so a default to it needs no entry.
@@ -108,8 +101,8 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
             if t == default:
                 continue
             name, params = action(t)
-            for match, priority in _keys(stage, lo, hi):
-                e = {"table": stage.table, "match": {"state": {"exact": sid}, stage.field: match},
+            for match, priority in cover(lo, hi, width):
+                e = {"table": stage.table, "match": {"state": {"exact": sid}, field: match},
                      "action": name, "params": params}
                 if priority:
                     e["priority"] = priority
@@ -131,12 +124,12 @@ def _first(pair: tuple):
     return pair[0]
 
 
-def _default_successor(intervals: list[tuple[int, int, int]], kind: str, dead: set[int]) -> int:
+def _default_successor(intervals: list[tuple[int, int, int]], per_value: bool, dead: set[int]) -> int:
     count = Counter(t for _, _, t in intervals)
     span: Counter = Counter()
     for lo, hi, t in intervals:
         span[t] += hi - lo + 1
-    if kind == "exact":
+    if per_value:
         # Every value that is not a constant leads to one place, which therefore spans all
         # but (number of constants) values: the most. Everything else is a constant, so the
         # exact entries are exactly the constants.
@@ -145,17 +138,3 @@ def _default_successor(intervals: list[tuple[int, int, int]], kind: str, dead: s
     # The dead state as default also saves the default entry itself.
     return max(count, key=lambda t: (count[t] + (t in dead), span[t], -t))
 
-
-def _keys(stage: Stage, lo: int, hi: int):
-    if stage.match_kind == "exact":
-        # Only runs of adjacent constants get here (see _default_successor): small.
-        assert hi - lo < 1 << 20, f"exact stage {stage.table}: {hi - lo + 1} values in a run"
-        for v in range(lo, hi + 1):
-            yield {"exact": v}, None
-    elif stage.match_kind == "range":
-        yield {"range": [lo, hi]}, 1
-    elif stage.match_kind == "lpm":
-        for value, plen in iv.prefixes(lo, hi, stage.width):
-            yield {"lpm": [value, plen]}, None
-    else:
-        raise ValueError(stage.match_kind)

@@ -19,6 +19,7 @@ from compiler.p4.derived import for_target
 
 from controller.p4runtime_client import DEFAULT_TARGET, ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
+from pipeline import document
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,7 +58,7 @@ def run_push(args: argparse.Namespace) -> int:
         # A P4 program for several-message ITCH needs entries derived from these (the
         # all-ports group, the per-slot membership tables); a target without those tables
         # (the software switch) gets entries.json as it is.
-        pipeline = json.loads((Path(args.pipeline) / "pipeline.json").read_text())
+        pipeline = document.from_json(json.loads((Path(args.pipeline) / "pipeline.json").read_text()))
         entries = for_target(pipeline, entries, config.p4info)
     except (OSError, ValueError) as exc:
         print(f"camus controller push: {exc}", file=sys.stderr)

@@ -32,6 +32,7 @@ from p4rt.entry_key import entry_key
 from p4rt.index import P4InfoIndex
 from p4rt.p4info import build_p4info, config_cookie
 from p4rt.protos import code_pb2, p4info_pb2, p4runtime_pb2
+from pipeline import document
 
 Update = p4runtime_pb2.Update
 
@@ -49,7 +50,7 @@ class TargetConfig:
     def software_switch(cls, directory: str | Path) -> "TargetConfig":
         """camus's software switch: P4Info from the IR, device config = pipeline.json."""
         raw = (Path(directory) / "pipeline.json").read_bytes()
-        return cls(build_p4info(json.loads(raw), counters=True), raw)
+        return cls(build_p4info(document.from_json(json.loads(raw)), counters=True), raw)
 
     @classmethod
     def from_files(cls, p4info_path: str | Path, device_config_path: str | Path) -> "TargetConfig":

@@ -1,12 +1,14 @@
-"""Match kinds on the P4Runtime side: the one table every P4Info and entry codec path dispatches on.
+"""Match kinds on the P4Runtime side: the registry's kinds with their protobuf codec.
 
-A kind has its entries.json name (`{"range": [lo, hi]}`), its P4Info `MatchField.MatchType`,
-the `FieldMatch` oneof that carries it, how its value is encoded into and decoded from that
-message, the value a key has when it is omitted on the wire, and whether a table with such
-a key orders its entries by priority (P4Runtime: a priority > 0 then, 0 otherwise). P4Runtime requires don't-care
-keys to be omitted (spec 9.1.1: a range over the whole domain, a ternary mask of 0, an LPM
-prefix of 0); decoding restores them, so a Read gives back the entries.json form written.
-A new kind is one more row here (and its lookup in the pipeline and the switch).
+What a kind is (its entries.json name, its P4Info `MatchField.MatchType` name, the
+`FieldMatch` oneof that carries it, whether a table with such a key orders its entries by
+priority: P4Runtime wants a priority > 0 then, 0 otherwise) comes from the match-kind
+registry, `pipeline.match_kinds`; this module adds how a value is encoded into and decoded
+from that message and the value a key has when it is omitted on the wire. P4Runtime
+requires don't-care keys to be omitted (spec 9.1.1: a range over the whole domain, a
+ternary mask of 0, an LPM prefix of 0); decoding restores them, so a Read gives back the
+entries.json form written. A new kind is one registry entry plus its codec row here (and
+its table in the native switch).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from p4rt.protos import p4info_pb2
 from p4rt.values import BadValue, decode, encode
+from pipeline.match_kinds import MATCH_KINDS
 
 MF = p4info_pb2.MatchField
 
@@ -73,11 +76,18 @@ def _decode_ternary(m, width: int, what: str) -> list[int]:
     return [value, mask]
 
 
+def _codec(name: str, encode, decode, dont_care) -> MatchKind:
+    kind = MATCH_KINDS[name]
+    return MatchKind(name, MF.MatchType.Value(kind.p4info_match_type), kind.p4runtime_field, encode, decode,
+                     dont_care, kind.prioritised)
+
+
 KINDS = {k.name: k for k in (
-    MatchKind("exact", MF.EXACT, "exact", _encode_exact, lambda m, w, what: decode(m.value, w, what), None, False),
-    MatchKind("range", MF.RANGE, "range", _encode_range,
-              lambda m, w, what: [decode(m.low, w, what), decode(m.high, w, what)], lambda w: [0, (1 << w) - 1], True),
-    MatchKind("lpm", MF.LPM, "lpm", _encode_lpm, _decode_lpm, lambda w: [0, 0], False),
-    MatchKind("ternary", MF.TERNARY, "ternary", _encode_ternary, _decode_ternary, lambda w: [0, 0], True),
+    _codec("exact", _encode_exact, lambda m, w, what: decode(m.value, w, what), None),
+    _codec("range", _encode_range, lambda m, w, what: [decode(m.low, w, what), decode(m.high, w, what)],
+           lambda w: [0, (1 << w) - 1]),
+    _codec("lpm", _encode_lpm, _decode_lpm, lambda w: [0, 0]),
+    _codec("ternary", _encode_ternary, _decode_ternary, lambda w: [0, 0]),
 )}
+assert KINDS.keys() == MATCH_KINDS.keys(), "every registered match kind needs its P4Runtime codec"
 BY_MATCH_TYPE = {k.match_type: k for k in KINDS.values()}

@@ -33,8 +33,8 @@ from p4rt.ids import p4c_id_map, shortest_unique_suffixes
 from p4rt.match_kinds import KINDS
 from p4rt.names import DEFAULT_SLOTS, EGRESS, INGRESS, MEMBER_ACTION, TABLE_SIZE, member_table, p4_table_name
 from p4rt.protos import p4info_pb2
+from pipeline.model import GROUP_WIDTH, PORT_WIDTH, RID_WIDTH, Pipeline
 
-PORT_WIDTH, GROUP_WIDTH, UDP_PORT_WIDTH, RID_WIDTH, IPV4_WIDTH = 9, 16, 16, 16, 32
 COUNTER_PORTS = 1 << PORT_WIDTH
 DROP_REASONS = ("malformed", "truncated", "oversized", "no_route")
 PREFIX = p4info_pb2.P4Ids
@@ -61,41 +61,32 @@ class _Program:
     action_ids: dict[str, int]  # and every action
 
 
-def _ir_tables(pipeline: dict) -> list[_Table]:
-    state = ("state", pipeline["state_width"], "exact")
-    stage_actions = (f"{INGRESS}.set_state", f"{INGRESS}.fwd", f"{INGRESS}.mcast")
-    egress = pipeline["egress_table"]
-    out = []
-    for app in pipeline["applications"]:
-        for stage in app["stages"]:
-            width = app["fields"][stage["field"]]["width"]
-            out.append((stage["table"], (state, (stage["field"], width, stage["match_kind"])), stage_actions))
-            out.append((stage["default_table"], (state,), stage_actions))
-        out.append((app["leaf_table"], (state,), (f"{INGRESS}.fwd", f"{INGRESS}.mcast")))
-    out.append((pipeline["ipv4_table"], (("ipv4.dst_addr", IPV4_WIDTH, "lpm"),), (f"{INGRESS}.fwd", f"{INGRESS}.drop")))
-    out.append((egress, (("egress_port", PORT_WIDTH, "exact"), ("egress_rid", RID_WIDTH, "exact")),
-                (f"{EGRESS}.set_udp_port",)))
-    return [_Table(p4_table_name(name, egress), name, keys, actions) for name, keys, actions in out]
+def _ir_tables(pipeline: Pipeline) -> list[_Table]:
+    egress = pipeline.egress_table
+    in_egress = set(pipeline.tables[egress].actions)  # the egress table's actions are CamusEgress's
+    return [_Table(p4_table_name(t.name, egress), t.name, tuple((k.name, k.width, k.match_kind) for k in t.keys),
+                   tuple(_p4_action(a, in_egress) for a in t.actions))
+            for t in pipeline.tables.values()]
 
 
-def _member_tables(pipeline: dict, slots: int) -> list[_Table]:
+def _p4_action(ir_action: str, in_egress: set[str]) -> str:
+    return f"{EGRESS if ir_action in in_egress else INGRESS}.{ir_action}"
+
+
+def _member_tables(pipeline: Pipeline, slots: int) -> list[_Table]:
     keys = (("group", GROUP_WIDTH, "exact"), ("egress_port", PORT_WIDTH, "exact"), ("egress_rid", RID_WIDTH, "exact"))
-    names = [member_table(app["name"], s) for app in pipeline["applications"] if app["framing"] == "moldudp64"
+    names = [member_table(app.name, s) for app in pipeline.applications if app.framing == "moldudp64"
              for s in range(slots)]
     return [_Table(f"{EGRESS}.{name}", name, keys, (MEMBER,)) for name in names]
 
 
-def _program(pipeline: dict, slots: int) -> _Program:
+def _program(pipeline: Pipeline, slots: int) -> _Program:
     members = _member_tables(pipeline, slots)
     tables = _ir_tables(pipeline) + members
-    actions = {
-        f"{INGRESS}.set_state": [("state", pipeline["state_width"])],
-        f"{INGRESS}.fwd": [("port", PORT_WIDTH)],
-        f"{INGRESS}.mcast": [("group", GROUP_WIDTH)],
-        f"{INGRESS}.drop": [],
-        f"{EGRESS}.set_udp_port": [("port", UDP_PORT_WIDTH)],
-        "NoAction": [],
-    }
+    in_egress = set(pipeline.tables[pipeline.egress_table].actions)
+    actions = {_p4_action(a.name, in_egress): [(p.name, p.width) for p in a.params]
+               for a in pipeline.actions.values()}
+    actions["NoAction"] = []
     if members:
         actions[MEMBER] = []
     taken: set[int] = set()
@@ -122,8 +113,8 @@ def _add_action(info: p4info_pb2.P4Info, name: str, program: _Program, alias: st
     return out
 
 
-def build_p4info(pipeline: dict, *, counters: bool = False) -> p4info_pb2.P4Info:
-    """The software switch's P4Info for `pipeline` (a pipeline.json document), numbered as
+def build_p4info(pipeline: Pipeline, *, counters: bool = False) -> p4info_pb2.P4Info:
+    """The software switch's P4Info for `pipeline`, numbered as
     the program emitted with the default slot count."""
     program = _program(pipeline, DEFAULT_SLOTS)
     info = p4info_pb2.P4Info()
@@ -150,7 +141,7 @@ def _add_counters(info: p4info_pb2.P4Info, tables: list[str]) -> None:
         c.size = sizes[name]
 
 
-def program_p4info(pipeline: dict, slots: int = DEFAULT_SLOTS) -> p4info_pb2.P4Info:
+def program_p4info(pipeline: Pipeline, slots: int = DEFAULT_SLOTS) -> p4info_pb2.P4Info:
     """The P4Info p4c writes for the program `compiler.p4.emit_program(pipeline, slots)`: its
     ids, its aliases (shortest unique suffixes), `@defaultonly` on default-only references,
     core.p4's annotation on NoAction, an empty `type_info`, and only the architecture in

@@ -27,13 +27,15 @@ IPv4 table one per packet it forwards or fails to forward.
 from __future__ import annotations
 
 import abc
-import bisect
 import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from switch.entries import Entry, EntryError, normalise_replicas, parse_entry, parse_group
-from switch.ir import ROLE_ACTIONS, Pipeline, parse_pipeline
+from pipeline.document import from_json
+from pipeline.entries import Entry, check_version, normalise_replicas, parse_entry, parse_group
+from pipeline.interpreter import new_table
+from pipeline.match_kinds import MATCH_KINDS
+from pipeline.model import EntryError, Pipeline
 
 DEFAULT_MAX_FRAME = 9216  # jumbo frame; anything longer is dropped as oversized
 DROP_REASONS = ("malformed", "truncated", "oversized", "no_route")
@@ -46,11 +48,13 @@ class DataPlane(abc.ABC):
     """A switch pipeline: programmable tables and groups, packets in, copies out."""
 
     def __init__(self, pipeline: dict | Pipeline, *, max_frame: int = DEFAULT_MAX_FRAME):
-        self.pipeline = pipeline if isinstance(pipeline, Pipeline) else parse_pipeline(pipeline)
+        self.pipeline = pipeline if isinstance(pipeline, Pipeline) else from_json(pipeline)
         self.max_frame = max_frame
         self._entries: dict[tuple, Entry] = {}
-        # (table, state) -> sorted [(lo, hi)] of range entries, to refuse overlaps.
-        self._ranges: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        # The installed keys of each table whose match kind has a conflict rule, in that
+        # kind's structure, which finds the conflicts (pipeline.match_kinds).
+        self._keys = {name: new_table(info) for name, info in self.pipeline.tables.items()
+                      if info.match_kind and MATCH_KINDS[info.match_kind].may_conflict}
         self._groups: dict[int, tuple[tuple[int, int], ...]] = {}
 
     # ---- control: table entries -------------------------------------------------------
@@ -60,9 +64,12 @@ class DataPlane(abc.ABC):
         e = parse_entry(self.pipeline, entry)
         if e.key in self._entries:
             raise EntryError(f"table {e.table!r}: entry already exists: {entry}")
-        self._check_conflicts(e)
-        if e.kind == "range":
-            bisect.insort(self._ranges.setdefault((e.table, e.state), []), (e.a, e.b))
+        keys = self._keys.get(e.table)
+        if keys is not None:
+            conflict = keys.conflict(e.state, e.a, e.b, e.priority)
+            if conflict:
+                raise EntryError(f"table {e.table!r}: {conflict}")
+            keys.install(e.state, e.a, e.b, e.priority, None)
         self._entries[e.key] = e
         self._install(e)
 
@@ -81,8 +88,8 @@ class DataPlane(abc.ABC):
         old = self._entries.pop(e.key, None)
         if old is None:
             raise EntryError(f"table {e.table!r}: no such entry to delete: {entry}")
-        if old.kind == "range":
-            self._ranges[(old.table, old.state)].remove((old.a, old.b))
+        if old.table in self._keys:
+            self._keys[old.table].uninstall(old.state, old.a, old.b, old.priority)
         self._uninstall(old)
 
     def write(self, updates: Iterable[tuple[str, dict]]) -> None:
@@ -117,8 +124,7 @@ class DataPlane(abc.ABC):
 
     def load_entries(self, doc: dict) -> None:
         """Insert every entry and group of an entries.json document."""
-        if not isinstance(doc, dict) or doc.get("camus_entries") != 1:
-            raise EntryError("entries.json must be an object with camus_entries: 1")
+        check_version(doc)
         for g in doc.get("multicast_groups", []):
             gid, reps = parse_group(g)  # checked and normalised once, not again by set_group
             self._groups[gid] = reps
@@ -179,30 +185,13 @@ class DataPlane(abc.ABC):
 
     # ---- helpers ------------------------------------------------------------------------
 
-    def _check_conflicts(self, e: Entry) -> None:
-        """Refuse entries whose winner would be ambiguous (the IR forbids overlapping ranges)."""
-        if e.kind == "range":
-            spans = self._ranges.get((e.table, e.state), [])
-            i = bisect.bisect_left(spans, (e.a, e.b))
-            for lo, hi in spans[max(i - 1, 0): i + 1]:
-                if lo <= e.b and e.a <= hi:
-                    raise EntryError(f"table {e.table!r}: range [{e.a}, {e.b}] overlaps [{lo}, {hi}] "
-                                     f"in state {e.state}")
-        elif e.kind == "ternary":
-            for other in self._entries.values():
-                if (other.table == e.table and other.state == e.state and other.priority == e.priority
-                        and (other.a ^ e.a) & other.b & e.b == 0):
-                    raise EntryError(f"table {e.table!r}: ternary entries with equal priority "
-                                     f"{e.priority} overlap in state {e.state}")
-
     def _with_placeholder_action(self, doc: dict) -> dict:
         """A delete names only the match; give it a valid action so it parses like an entry."""
         info = self.pipeline.tables.get(doc.get("table"))
         if info is not None and "action" not in doc:
-            action = ROLE_ACTIONS[info.role][0]
-            doc["action"] = action
-            doc["params"] = {"set_state": {"state": 0}, "fwd": {"port": 0},
-                             "set_udp_port": {"port": 0}}.get(action, {})
+            action = self.pipeline.actions[info.actions[0]]
+            doc["action"] = action.name
+            doc["params"] = {p.name: 0 for p in action.params}
         return doc
 
 

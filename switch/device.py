@@ -19,12 +19,14 @@ from pathlib import Path
 from p4rt.index import P4InfoIndex
 from p4rt.p4info import build_p4info, config_cookie
 from p4rt.protos import p4info_pb2
+from pipeline import document
+from pipeline.model import Pipeline
 from switch.dataplane import DataPlane, Output, load
 
 
 @dataclass
 class PipelineConfig:
-    pipeline: dict  # the parsed device config (pipeline.json)
+    pipeline: Pipeline  # the device config (pipeline.json), validated
     p4info: p4info_pb2.P4Info
     device_config: bytes
     cookie: int = 0
@@ -59,7 +61,7 @@ def config_from_dir(directory: str | Path) -> tuple[PipelineConfig, dict | None]
     """The software switch's config for a `camus compile --out DIR` directory, and its entries."""
     d = Path(directory)
     raw = (d / "pipeline.json").read_bytes()
-    pipeline = json.loads(raw)
+    pipeline = document.from_json(json.loads(raw))
     entries_path = d / "entries.json"
     entries = json.loads(entries_path.read_text()) if entries_path.exists() else None
     p4info = build_p4info(pipeline, counters=True)

@@ -16,15 +16,15 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from pipeline.entries import Entry
+from pipeline.model import Field, Pipeline
 from switch.dataplane import DROP_REASONS, DataPlane, Output
-from switch.entries import Entry
-from switch.ir import DEFAULT, EGRESS, LEAF, FieldRef, Pipeline
 from switch.native_switch import load as load_native
 
 ACTION_CODES = {"set_state": 1, "fwd": 2, "mcast": 3, "drop": 4, "set_udp_port": 5}
 
 
-def _field(f: FieldRef) -> dict:
+def _field(f: Field) -> dict:
     return {"bit_offset": f.bit_offset, "width": f.width}
 
 
@@ -35,13 +35,8 @@ def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
     tables = []
     for name in names:
         info = pipeline.tables[name]
-        if info.role in (DEFAULT, LEAF):
-            kind = "state"
-        elif info.role == EGRESS:
-            kind = "exact"
-        else:
-            kind = info.match_kind
-        tables.append({"kind": kind, "width": info.field.width if info.field else 0})
+        # The native tables are named after the match kinds; "state" keys on the state alone.
+        tables.append({"kind": info.match_kind or "state", "width": info.field.width if info.field else 0})
     apps = [
         {
             "udp_port": app.udp_port,
@@ -78,7 +73,7 @@ class NativeDataPlane(DataPlane):
     # ---- hooks ----
 
     def _install(self, e: Entry) -> None:
-        # Every key arrives reduced to (state, a, b): see switch.entries.Entry.
+        # Every key arrives reduced to (state, a, b): see pipeline.entries.Entry.
         self._sw.install(self._index[e.table], e.state, e.a, e.b, e.priority, ACTION_CODES[e.action], e.param)
 
     def _uninstall(self, e: Entry) -> None:

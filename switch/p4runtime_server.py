@@ -51,10 +51,11 @@ from p4rt.names import p4_table_name
 from p4rt.protos import code_pb2, p4runtime_pb2, status_pb2
 from p4rt.stubs import p4runtime_pb2_grpc
 from p4rt.values import BadValue
+from pipeline.document import from_json
+from pipeline.entries import normalise_replicas
+from pipeline.model import EntryError, PipelineError
 from switch.dataplane import DROP_REASONS
 from switch.device import Device, PipelineConfig
-from switch.entries import EntryError, normalise_replicas
-from switch.ir import PipelineError, parse_pipeline
 
 DEFAULT_ADDRESS = "127.0.0.1:9559"
 Update = p4runtime_pb2.Update
@@ -167,14 +168,13 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _verify(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> PipelineConfig:
         try:
-            pipeline = json.loads(config.p4_device_config)
-            parsed = parse_pipeline(pipeline)
+            pipeline = from_json(json.loads(config.p4_device_config))
         except (ValueError, PipelineError) as exc:
             raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"device config is not a pipeline IR: {exc}") from None
         index = P4InfoIndex(config.p4info)
-        for name in parsed.tables:
+        for name in pipeline.tables:
             try:
-                index.table(p4_table_name(name, parsed.egress_table))
+                index.table(p4_table_name(name, pipeline.egress_table))
             except UnknownName:
                 raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"the P4Info has no table for IR table {name!r}") from None
         return PipelineConfig(pipeline, config.p4info, bytes(config.p4_device_config), config.cookie.cookie)

@@ -4,7 +4,9 @@ This is the executable definition the native fast path is tested against, so it 
 being obviously right over being fast. A frame is checked (size, Ethernet, IPv4, UDP),
 dispatched by UDP destination port to an application, split into messages (single or
 MoldUDP64 framing), and each subscription message walks the stages from state 0 until a
-stage entry decides or the leaf table does; the decision names a port (replica (port, 0)) or a multicast group (its (port, rid) replicas). Each
+stage entry decides or the leaf table does (the walk and the lookups are
+`pipeline.interpreter`'s, the one Python table interpreter, which `camus eval` runs too); the
+decision names a port (replica (port, 0)) or a multicast group (its (port, rid) replicas). Each
 replica selected by at least one message gets one copy holding exactly its messages
 (MoldUDP64: pruned as the IR says), with its UDP destination port rewritten by the egress
 table. Frames that are not subscription traffic, or whose messages no rule selected, are
@@ -14,14 +16,14 @@ reason; no input raises.
 
 from __future__ import annotations
 
-import bisect
 import struct
 from collections import Counter, defaultdict
 from typing import Any
 
+from pipeline.entries import Entry
+from pipeline.interpreter import Tables
+from pipeline.model import Application, Field
 from switch.dataplane import DROP_REASONS, DataPlane, Output
-from switch.entries import Entry
-from switch.ir import DEFAULT, EGRESS, IPV4, LEAF, STAGE, Application, FieldRef
 from switch.packet import (
     ETH_HEADER,
     ETHERTYPE_IPV4,
@@ -43,125 +45,24 @@ class _Drop(Exception):
         self.reason = reason
 
 
-# ---- table structures: each maps (state, value) to the action parameter, or None ----------
+class _CountingTables(Tables):
+    """The pipeline's tables, counting hits and misses per table lookup."""
 
+    def __init__(self, pipeline) -> None:
+        super().__init__(pipeline)
+        self.hits: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
 
-class _StateTable:
-    """Keyed by the state alone (default and leaf tables); values are (action, param)."""
-
-    def __init__(self) -> None:
-        self.map: dict[int, tuple[str, int]] = {}
-
-    def install(self, e: Entry) -> None:
-        self.map[e.state] = (e.action, e.param)
-
-    def uninstall(self, e: Entry) -> None:
-        del self.map[e.state]
-
-    def lookup(self, state: int, value: int = 0) -> tuple[str, int] | None:
-        return self.map.get(state)
-
-
-class _ExactTable:
-    def __init__(self) -> None:
-        self.map: dict[tuple[int, int], tuple[str, int]] = {}
-
-    def install(self, e: Entry) -> None:
-        self.map[(e.state, e.a)] = (e.action, e.param)
-
-    def uninstall(self, e: Entry) -> None:
-        del self.map[(e.state, e.a)]
-
-    def lookup(self, state: int, value: int) -> tuple[str, int] | None:
-        return self.map.get((state, value))
-
-
-class _RangeTable:
-    """Per state, disjoint inclusive intervals sorted by low end (overlaps are refused upstream)."""
-
-    def __init__(self) -> None:
-        self.by_state: dict[int, list[tuple[int, int, tuple[str, int]]]] = defaultdict(list)
-
-    def install(self, e: Entry) -> None:
-        spans = self.by_state[e.state]
-        i = bisect.bisect_left(spans, (e.a, e.b))
-        if i < len(spans) and spans[i][:2] == (e.a, e.b):
-            spans[i] = (e.a, e.b, (e.action, e.param))
+    def lookup(self, table: str, state: int, value: int = 0):
+        hit = self.tables[table].lookup(state, value)
+        if hit is None:
+            self.misses[table] += 1
         else:
-            spans.insert(i, (e.a, e.b, (e.action, e.param)))
-
-    def uninstall(self, e: Entry) -> None:
-        spans = self.by_state[e.state]
-        del spans[bisect.bisect_left(spans, (e.a, e.b))]
-
-    def lookup(self, state: int, value: int) -> tuple[str, int] | None:
-        spans = self.by_state.get(state)
-        if not spans:
-            return None
-        # The last interval starting at or below value is the only candidate.
-        i = bisect.bisect_right(spans, (value, float("inf"))) - 1
-        if i >= 0 and spans[i][0] <= value <= spans[i][1]:
-            return spans[i][2]
-        return None
+            self.hits[table] += 1
+        return hit
 
 
-class _LpmTable:
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.by_state: dict[int, dict[int, dict[int, tuple[str, int]]]] = defaultdict(dict)
-
-    def install(self, e: Entry) -> None:
-        self.by_state[e.state].setdefault(e.b, {})[e.a] = (e.action, e.param)
-
-    def uninstall(self, e: Entry) -> None:
-        prefixes = self.by_state[e.state]
-        del prefixes[e.b][e.a]
-        if not prefixes[e.b]:
-            del prefixes[e.b]
-
-    def lookup(self, state: int, value: int) -> tuple[str, int] | None:
-        prefixes = self.by_state.get(state, {})
-        for plen in sorted(prefixes, reverse=True):
-            mask = ((1 << plen) - 1) << (self.width - plen)
-            hit = prefixes[plen].get(value & mask)
-            if hit is not None:
-                return hit
-        return None
-
-
-class _TernaryTable:
-    """Highest priority wins; equal-priority overlaps are refused upstream."""
-
-    def __init__(self) -> None:
-        self.by_state: dict[int, dict[tuple[int, int, int], tuple[str, int]]] = defaultdict(dict)
-
-    def install(self, e: Entry) -> None:
-        self.by_state[e.state][(e.priority, e.a, e.b)] = (e.action, e.param)
-
-    def uninstall(self, e: Entry) -> None:
-        del self.by_state[e.state][(e.priority, e.a, e.b)]
-
-    def lookup(self, state: int, value: int) -> tuple[str, int] | None:
-        best = None
-        for (prio, v, mask), result in self.by_state.get(state, {}).items():
-            if value & mask == v and (best is None or prio > best[0]):
-                best = (prio, result)
-        return None if best is None else best[1]
-
-
-def _new_table(role: str, kind: str | None, width: int):
-    if role in (DEFAULT, LEAF):
-        return _StateTable()
-    if role == EGRESS or kind == "exact":
-        return _ExactTable()
-    if kind == "range":
-        return _RangeTable()
-    if kind == "lpm":
-        return _LpmTable(width)
-    return _TernaryTable()
-
-
-def extract(message: bytes, field: FieldRef) -> int:
+def extract(message: bytes, field: Field) -> int:
     """The unsigned big-endian value of `field` in `message` (which is long enough)."""
     first = field.bit_offset // 8
     end = (field.bit_offset + field.width + 7) // 8
@@ -174,32 +75,28 @@ class ReferenceDataPlane(DataPlane):
 
     def __init__(self, pipeline, **options: Any):
         super().__init__(pipeline, **options)
-        self._tables = {
-            name: _new_table(info.role, info.match_kind, info.field.width if info.field else 0)
-            for name, info in self.pipeline.tables.items()
-        }
-        self._group_map: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._tables = _CountingTables(self.pipeline)
         self.reset_counters()
 
     # ---- hooks ----
 
     def _install(self, entry: Entry) -> None:
-        self._tables[entry.table].install(entry)
+        self._tables.install(entry)
 
     def _uninstall(self, entry: Entry) -> None:
-        self._tables[entry.table].uninstall(entry)
+        self._tables.uninstall(entry)
 
     def _install_group(self, group_id, replicas) -> None:
-        self._group_map[group_id] = replicas
+        self._tables.groups[group_id] = replicas
 
     def _uninstall_group(self, group_id) -> None:
-        del self._group_map[group_id]
+        del self._tables.groups[group_id]
 
     # ---- counters ----
 
     def reset_counters(self) -> None:
-        self._hits: Counter[str] = Counter()
-        self._misses: Counter[str] = Counter()
+        self._tables.hits.clear()
+        self._tables.misses.clear()
         self._rx: Counter[int] = Counter()
         self._tx: Counter[int] = Counter()
         self._drops: Counter[str] = Counter()
@@ -207,18 +104,11 @@ class ReferenceDataPlane(DataPlane):
     def counters(self) -> dict[str, Any]:
         ports = sorted(set(self._rx) | set(self._tx))
         return {
-            "tables": {t: {"hits": self._hits[t], "misses": self._misses[t]} for t in self.pipeline.tables},
+            "tables": {t: {"hits": self._tables.hits[t], "misses": self._tables.misses[t]}
+                       for t in self.pipeline.tables},
             "ports": {p: {"rx_packets": self._rx[p], "tx_packets": self._tx[p]} for p in ports},
             "drops": {r: self._drops[r] for r in DROP_REASONS},
         }
-
-    def _lookup(self, table: str, state: int, value: int = 0):
-        hit = self._tables[table].lookup(state, value)
-        if hit is None:
-            self._misses[table] += 1
-        else:
-            self._hits[table] += 1
-        return hit
 
     # ---- packets ----
 
@@ -275,7 +165,7 @@ class ReferenceDataPlane(DataPlane):
 
     def _ipv4(self, frame: bytes) -> Output:
         dst, = struct.unpack_from("!I", frame, ETH_HEADER + 16)
-        hit = self._lookup(self.pipeline.ipv4_table, 0, dst)
+        hit = self._tables.lookup(self.pipeline.ipv4_table, 0, dst)
         if hit is None or hit[0] == "drop":
             raise _Drop("no_route")
         return [(hit[1], frame)]
@@ -304,25 +194,7 @@ class ReferenceDataPlane(DataPlane):
             return ()
         if app.type_field is not None and extract(message, app.type_field) not in app.types:
             return ()
-        state, decision = 0, None
-        for stage in app.stages:
-            hit = self._lookup(stage.table, state, extract(message, stage.field))
-            if hit is None:
-                hit = self._lookup(stage.default_table, state)
-            if hit is None:
-                continue  # a miss in both keeps the state
-            if hit[0] != "set_state":
-                decision = hit  # fwd/mcast decide: later stages and the leaf are skipped
-                break
-            state = hit[1]
-        if decision is None:
-            decision = self._lookup(app.leaf_table, state)
-        if decision is None:
-            return ()
-        action, param = decision
-        if action == "fwd":
-            return ((param, 0),)
-        return self._group_map.get(param, ())
+        return self._tables.replicas(self._tables.decide(app, lambda f: extract(message, f)))
 
     def _subscription(self, frame: bytes, app: Application, l4: int, start: int, end: int) -> Output:
         blocks, seq = self._messages(frame, app, start, end)
@@ -343,7 +215,7 @@ class ReferenceDataPlane(DataPlane):
                     off, n = blocks[i]
                     parts.append(frame[off - 2: off + n] if i in keep else b"\0\0")
                 payload = b"".join(parts)
-            rewrite = self._lookup(self.pipeline.egress_table, port, rid)
+            rewrite = self._tables.lookup(self.pipeline.egress_table, port, rid)
             out.append((port, self._rebuild(frame, l4, payload, None if rewrite is None else rewrite[1])))
         return out
 

@@ -5,7 +5,7 @@
 
 Each `--app SPEC [RULES]` is compiled on its own (without rules, it has no entries: the
 program and its P4Info are still complete); their applications become one pipeline
-(`compiler.ir.pipeline`, which refuses two applications on one UDP port) and their entries
+(`compiler.lowering.pipeline`, which refuses two applications on one UDP port) and their entries
 one entries document. DIR gets program.p4, p4info.txtpb, entries.txtpb and, so that
 `camus switch` and `camus eval` can use the same configuration, pipeline.json and
 entries.json.
@@ -18,10 +18,13 @@ import json
 import sys
 from pathlib import Path
 
-from compiler import ir
+from compiler import lowering
 from compiler.errors import CamusError
 from compiler.p4.runtime import write_p4
 from p4rt.names import DEFAULT_SLOTS
+from pipeline import document
+from pipeline.entries import ENTRIES_VERSION
+from pipeline.model import Pipeline
 
 
 def merge_entries(docs: list[dict]) -> dict:
@@ -35,11 +38,11 @@ def merge_entries(docs: list[dict]) -> dict:
                 raise ValueError(f"multicast group {g['id']} means different replicas in two "
                                  f"applications; compile them with disjoint ports or recompile")
             groups[g["id"]] = g
-    return {"camus_entries": ir.ENTRIES_VERSION, "table_entries": table_entries,
+    return {"camus_entries": ENTRIES_VERSION, "table_entries": table_entries,
             "multicast_groups": [groups[k] for k in sorted(groups)]}
 
 
-def build(apps: list[list[str]]) -> tuple[dict, dict]:
+def build(apps: list[list[str]]) -> tuple[Pipeline, dict]:
     from compiler.compile import compile_rules
     from compiler.rules import load_rules
     from compiler.spec import load_spec
@@ -51,7 +54,7 @@ def build(apps: list[list[str]]) -> tuple[dict, dict]:
         c = compile_rules(spec, rules)
         applications.append(c.application)
         docs.append(c.entries)
-    return ir.pipeline(applications), merge_entries(docs)
+    return lowering.pipeline(applications), merge_entries(docs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     written = write_p4(pipeline, entries, out, args.slots)
-    out.joinpath("pipeline.json").write_text(json.dumps(pipeline, indent=2) + "\n")
+    out.joinpath("pipeline.json").write_text(document.dumps(pipeline))
     out.joinpath("entries.json").write_text(json.dumps(entries, indent=1) + "\n")
     print(f"wrote {out}/{', '.join(written + ['pipeline.json', 'entries.json'])}", file=sys.stderr)
     return 0

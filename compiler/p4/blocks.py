@@ -35,8 +35,8 @@ def walk(a: AppLayout) -> list[str]:
     out = []
     for st in a.stages:
         out += ["if (meta.decided == 0) {",
-                f"    if (!{st['table']}.apply().hit) {{",
-                f"        {st['default_table']}.apply();",
+                f"    if (!{st.table}.apply().hit) {{",
+                f"        {st.default_table}.apply();",
                 "    }",
                 "}"]
     return out + ["if (meta.decided == 0) {", f"    {a.leaf_table}.apply();", "}"]

@@ -17,19 +17,20 @@ from compiler.p4 import moldudp64_pruning
 from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, indent, table, walk
 from compiler.p4.layout import AppLayout
 from p4rt.names import MEMBER_ACTION
+from pipeline.model import Pipeline
 
 
-def ingress(pipeline: dict, apps: list[AppLayout]) -> str:
+def ingress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
     state = ("meta.state", "exact", "state")
     tables = []
     for a in apps:
         for st in a.stages:
-            f = a.fields[st["field"]]
-            tables.append(table(st["table"], [state, (a.key_expr(f), st["match_kind"], f.qname)],
+            f = a.fields[st.field.name]
+            tables.append(table(st.table, [state, (a.key_expr(f), st.match_kind, f.qname)],
                                  STAGE_ACTIONS))
-            tables.append(table(st["default_table"], [state], STAGE_ACTIONS))
+            tables.append(table(st.default_table, [state], STAGE_ACTIONS))
         tables.append(table(a.leaf_table, [state], ("fwd", "mcast")))
-    tables.append(table(pipeline["ipv4_table"], [("hdr.ipv4.dst_addr", "lpm", "ipv4.dst_addr")],
+    tables.append(table(pipeline.ipv4_table, [("hdr.ipv4.dst_addr", "lpm", "ipv4.dst_addr")],
                          ("fwd", "drop")))
     actions = """\
     action drop() {
@@ -47,7 +48,7 @@ def ingress(pipeline: dict, apps: list[AppLayout]) -> str:
         meta.decided = 1;
     }
 """
-    actions = actions.replace("STATE_WIDTH", str(pipeline["state_width"]))
+    actions = actions.replace("STATE_WIDTH", str(pipeline.state_width))
     body = [
         "if (!hdr.ipv4.isValid()) {",
         "    drop();  // not IPv4 (no route), or too short for an IPv4 header",
@@ -71,7 +72,7 @@ def ingress(pipeline: dict, apps: list[AppLayout]) -> str:
         body.append("    }")
     body += [
         "    if (meta.handled == 0) {",
-        f"        if (!{pipeline['ipv4_table']}.apply().hit) {{",
+        f"        if (!{pipeline.ipv4_table}.apply().hit) {{",
         "            drop();  // no route",
         "        }",
         "    }",
@@ -84,7 +85,7 @@ def ingress(pipeline: dict, apps: list[AppLayout]) -> str:
 
 
 def _single(a: AppLayout) -> list[str]:
-    valid = " && ".join(f"hdr.{a.msg_instance(h['name'])}.isValid()" for h in a.headers)
+    valid = " && ".join(f"hdr.{a.msg_instance(h.name)}.isValid()" for h in a.headers)
     return ([f"if ({valid} && hdr.udp.length >= {8 + a.message_bytes}) {{"]
             + indent(walk(a), 4)
             + ["    if (meta.decided == 1) {"]
@@ -92,8 +93,8 @@ def _single(a: AppLayout) -> list[str]:
             + ["    }", "}"])
 
 
-def egress(pipeline: dict, apps: list[AppLayout]) -> str:
-    tables = [table(pipeline["egress_table"],
+def egress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
+    tables = [table(pipeline.egress_table,
                     [("standard_metadata.egress_port", "exact", "egress_port"),
                      ("standard_metadata.egress_rid", "exact", "egress_rid")], ("set_udp_port",))]
     body = []
@@ -107,7 +108,7 @@ def egress(pipeline: dict, apps: list[AppLayout]) -> str:
                   "        // Nothing to do: the membership tables answer by hitting.\n"
                   "    }\n")
     body += ["if (meta.rewrite == 1) {",
-             f"    {pipeline['egress_table']}.apply();",
+             f"    {pipeline.egress_table}.apply();",
              "    hdr.udp.checksum = 0;  // allowed for IPv4; the payload changed",
              "    truncate(meta.frame_len);  // bytes past the kept blocks, Ethernet padding",
              "}"]

@@ -22,18 +22,19 @@ then modified in place).
 
 from __future__ import annotations
 
-from compiler import ir
 from compiler.p4.layout import AppLayout
 from compiler.tables import ALL_PORTS_GROUP
 from p4rt.names import DEFAULT_SLOTS, EGRESS, MEMBER_ACTION
+from pipeline.entries import ENTRIES_VERSION
+from pipeline.model import Application, Pipeline
 
 
-def decision_tables(app: dict) -> set[str]:
+def decision_tables(app: Application) -> set[str]:
     """The tables whose fwd/mcast entries decide an application's messages."""
-    return {t for st in app["stages"] for t in (st["table"], st["default_table"])} | {app["leaf_table"]}
+    return {t for st in app.stages for t in (st.table, st.default_table)} | {app.leaf_table}
 
 
-def entries(pipeline: dict, entries_doc: dict, slots: int = DEFAULT_SLOTS) -> dict:
+def entries(pipeline: Pipeline, entries_doc: dict, slots: int = DEFAULT_SLOTS) -> dict:
     """Membership entries and the all-ports group for every MoldUDP64 application, as entries.json."""
     groups = {g["id"]: g["replicas"] for g in entries_doc.get("multicast_groups", [])}
     if ALL_PORTS_GROUP in groups:
@@ -41,8 +42,8 @@ def entries(pipeline: dict, entries_doc: dict, slots: int = DEFAULT_SLOTS) -> di
                          f"all-ports group; recompile the rules with this camus")
     table_entries: list[dict] = []
     all_ports: set[tuple[int, int]] = set()
-    for app in pipeline["applications"]:
-        if app["framing"] != "moldudp64":
+    for app in pipeline.applications:
+        if app.framing != "moldudp64":
             continue
         layout = AppLayout(app, slots)
         tables = decision_tables(app)
@@ -66,24 +67,24 @@ def entries(pipeline: dict, entries_doc: dict, slots: int = DEFAULT_SLOTS) -> di
     if all_ports:
         multicast.append({"id": ALL_PORTS_GROUP,
                           "replicas": [{"port": p, "rid": r} for p, r in sorted(all_ports)]})
-    return {"camus_entries": ir.ENTRIES_VERSION, "table_entries": table_entries,
+    return {"camus_entries": ENTRIES_VERSION, "table_entries": table_entries,
             "multicast_groups": multicast}
 
 
-def combined(pipeline: dict, entries_doc: dict, slots: int = DEFAULT_SLOTS) -> dict:
+def combined(pipeline: Pipeline, entries_doc: dict, slots: int = DEFAULT_SLOTS) -> dict:
     """entries.json plus the derived entries: what a P4 target running the program must hold."""
     extra = entries(pipeline, entries_doc, slots)
-    return {"camus_entries": ir.ENTRIES_VERSION,
+    return {"camus_entries": ENTRIES_VERSION,
             "table_entries": list(entries_doc.get("table_entries", [])) + extra["table_entries"],
             "multicast_groups": list(entries_doc.get("multicast_groups", [])) + extra["multicast_groups"]}
 
 
-def slots_of(pipeline: dict, p4info) -> int:
+def slots_of(pipeline: Pipeline, p4info) -> int:
     """How many membership tables per MoldUDP64 application a P4Info has (0: none)."""
     names = {t.preamble.name for t in p4info.tables}
     counts = set()
-    for app in pipeline["applications"]:
-        if app["framing"] == "moldudp64":
+    for app in pipeline.applications:
+        if app.framing == "moldudp64":
             layout = AppLayout(app, 1)
             n = 0
             while f"{EGRESS}.{layout.member_table(n)}" in names:
@@ -94,7 +95,7 @@ def slots_of(pipeline: dict, p4info) -> int:
     return counts.pop() if counts else 0
 
 
-def for_target(pipeline: dict, entries_doc: dict, p4info) -> dict:
+def for_target(pipeline: Pipeline, entries_doc: dict, p4info) -> dict:
     """What a P4Runtime target reporting `p4info` must hold: `combined` for the P4 program,
     entries.json alone for a target without membership tables (the software switch)."""
     slots = slots_of(pipeline, p4info)

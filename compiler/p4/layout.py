@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from p4rt.names import DEFAULT_SLOTS, ident
+from pipeline.model import Application
 
 # A MoldUDP64 block longer than this is not parsed: it and every later block stay payload.
 # The largest ITCH 5.0 message is 50 bytes (NOII); 64 leaves room and keeps varbits small.
@@ -33,42 +34,39 @@ class Field:
 
 
 class AppLayout:
-    def __init__(self, app: dict, slots: int = DEFAULT_SLOTS):
+    def __init__(self, app: Application, slots: int = DEFAULT_SLOTS):
         self.app = app
-        self.name = ident(app["name"])
-        self.port = app["udp_port"]
-        self.framing = app["framing"]
-        if self.framing not in ("single", "moldudp64"):
-            raise ValueError(f"application {app['name']!r}: unknown framing {self.framing!r}")
-        msg = app["message"]
-        self.message_bytes = msg["bytes"]
-        self.headers = msg["headers"]  # [{"name", "bits", "fields": [...]}]
-        for h in self.headers + ([app["packet_header"]] if app.get("packet_header") else []):
+        self.name = ident(app.name)
+        self.port = app.udp_port
+        self.framing = app.framing
+        self.message_bytes = app.message_bytes
+        self.headers = app.message.headers
+        for h in self.headers + ((app.packet_header,) if app.packet_header else ()):
             # p4c-bm2-ss: "BMv2 target only supports headers with fields totaling a multiple
             # of 8 bits" (a fatal target error).
-            if sum(f["width"] for f in h["fields"]) % 8:
-                raise ValueError(f"application {app['name']!r}: header {h['name']!r} is not a whole "
+            if sum(f.width for f in h.fields) % 8:
+                raise ValueError(f"application {app.name!r}: header {h.name!r} is not a whole "
                                  f"number of bytes, which bmv2 refuses")
-        if sum(h["bits"] for h in self.headers) != 8 * self.message_bytes:
-            raise ValueError(f"application {app['name']!r}: message headers do not add up to "
+        if sum(h.bits for h in self.headers) != 8 * self.message_bytes:
+            raise ValueError(f"application {app.name!r}: message headers do not add up to "
                              f"{self.message_bytes} bytes")
-        self.type_field = msg.get("type_field")
-        self.types = list(msg.get("types") or [])
-        self.type_offset = msg.get("type_field_offset", 0)
-        self.type_width = msg.get("type_field_width", 0)
-        widths = {f"{h['name']}.{f['name']}": f["width"] for h in self.headers for f in h["fields"]}
+        self.type_field = app.type_field
+        self.types = list(app.types)
+        self.type_offset = app.type_field.bit_offset if app.type_field else 0
+        self.type_width = app.type_field.width if app.type_field else 0
+        widths = {f"{h.name}.{f.name}": f.width for h in self.headers for f in h.fields}
         self.fields = {}
-        for qname in app["fields"]:
+        for qname in app.fields:
             header, name = qname.split(".", 1)
             self.fields[qname] = Field(qname, header, name, widths[qname])
-        self.stages = app["stages"]
-        self.leaf_table = app["leaf_table"]
-        self.packet_header = app.get("packet_header")
+        self.stages = app.stages
+        self.leaf_table = app.leaf_table
+        self.packet_header = app.packet_header
         self.slots = slots if self.framing == "moldudp64" else 1
         if self.framing == "moldudp64":
-            widths = [f["width"] for f in self.packet_header["fields"]]
+            widths = [f.width for f in self.packet_header.fields]
             if widths != [80, 64, 16]:
-                raise ValueError(f"application {app['name']!r}: a MoldUDP64 header is session 80, "
+                raise ValueError(f"application {app.name!r}: a MoldUDP64 header is session 80, "
                                  f"sequence 64, count 16 bits, not {widths}")
             if not 1 <= slots <= 32:
                 raise ValueError("between 1 and 32 message slots per packet")
@@ -97,10 +95,10 @@ class AppLayout:
 
     @property
     def mold(self) -> str:
-        return ident(self.packet_header["name"])
+        return ident(self.packet_header.name)
 
     def mold_field(self, i: int) -> str:
-        return ident(self.packet_header["fields"][i]["name"])
+        return ident(self.packet_header.fields[i].name)
 
     def len_instance(self, slot: int) -> str:
         return f"{self.name}_len_{slot}"
@@ -121,7 +119,7 @@ class AppLayout:
 
     def slot_instances(self, slot: int) -> list[str]:
         """Every header instance of one block, in wire order (the deparser's order)."""
-        out = [self.len_instance(slot)] + [self.msg_instance(h["name"], slot) for h in self.headers]
+        out = [self.len_instance(slot)] + [self.msg_instance(h.name, slot) for h in self.headers]
         if self.tail_bits:
             out.append(self.tail_instance(slot))
         return out + [self.raw_instance(slot)]

@@ -47,7 +47,7 @@ def _m(a: AppLayout) -> dict[str, str]:
 
 
 def _valid(a: AppLayout, s: int) -> str:
-    return " && ".join(f"hdr.{a.msg_instance(h['name'], s)}.isValid()" for h in a.headers)
+    return " && ".join(f"hdr.{a.msg_instance(h.name, s)}.isValid()" for h in a.headers)
 
 
 def ingress(a: AppLayout) -> list[str]:

@@ -22,17 +22,18 @@ from p4rt.index import P4InfoIndex
 from p4rt.names import DEFAULT_SLOTS
 from p4rt.p4info import program_p4info
 from p4rt.protos import p4runtime_pb2
+from pipeline.model import Pipeline
 
 ELECTION_ID = 1  # `camus controller push`'s default election id
 
 
-def p4info_text(pipeline: dict, slots: int = DEFAULT_SLOTS) -> str:
+def p4info_text(pipeline: Pipeline, slots: int = DEFAULT_SLOTS) -> str:
     """The P4Info as p4c writes `--p4runtime-files x.txtpb` (with its two header comments)."""
     return ("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
             + text_format.MessageToString(program_p4info(pipeline, slots)))
 
 
-def entries_text(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS, device_id: int = 1) -> str:
+def entries_text(pipeline: Pipeline, entries: dict, slots: int = DEFAULT_SLOTS, device_id: int = 1) -> str:
     """A WriteRequest inserting every multicast group, then every table entry (text format):
     entries.json and the entries derived from it (`compiler.p4.derived.combined`).
 
@@ -53,7 +54,7 @@ def entries_text(pipeline: dict, entries: dict, slots: int = DEFAULT_SLOTS, devi
             + text_format.MessageToString(req))
 
 
-def write_p4(pipeline: dict, entries: dict | None, out: str | Path, slots: int = DEFAULT_SLOTS) -> list[str]:
+def write_p4(pipeline: Pipeline, entries: dict | None, out: str | Path, slots: int = DEFAULT_SLOTS) -> list[str]:
     """Write program.p4, p4info.txtpb and (with entries) entries.txtpb; the names written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

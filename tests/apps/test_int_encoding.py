@@ -141,10 +141,10 @@ def test_pipeline_reads_the_top_record_where_the_encoder_put_it():
     payload = IntStack(original_port=9, remaining_hop_count=4).push(hop).encode()
     want = {"int_hop.switch_id": 7, "int_hop.ingress_port": 11, "int_hop.egress_port": 12,
             "int_hop.hop_latency": 345, "int_hop.queue_occupancy": 6789}
-    assert app["udp_port"] == 1337 and app["framing"] == "single"
-    for name, f in app["fields"].items():
-        bits = int.from_bytes(payload, "big") >> (8 * len(payload) - f["bit_offset"] - f["width"])
-        assert bits & ((1 << f["width"]) - 1) == want[name], name
+    assert app.udp_port == 1337 and app.framing == "single"
+    for name, f in app.fields.items():
+        bits = int.from_bytes(payload, "big") >> (8 * len(payload) - f.bit_offset - f.width)
+        assert bits & ((1 << f.width) - 1) == want[name], name
 
 
 def test_json_rendering_of_a_report():

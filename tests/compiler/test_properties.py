@@ -25,13 +25,13 @@ def check(seed: int, n_rules: int, n_messages: int = 200, permute: bool = False,
         rng.shuffle(order)
     c = compile_rules(spec, rules, order, static=static)
     if static:
-        assert [s.field for s in c.stages] == (order or [g.qname for g in gens])
-        assert [s.match_kind for s in c.stages] == [spec.query_fields[s.field].kind
+        assert [s.field.name for s in c.stages] == (order or [g.qname for g in gens])
+        assert [s.match_kind for s in c.stages] == [spec.query_fields[s.field.name].kind
                                                      for s in c.stages]
     tables = c.tables()
     for _ in range(n_messages):
         msg = random_message(rng, gens)
-        assert tables.ports(msg) == evaluate(rules, msg), (seed, msg)
+        assert tables.ports(c.application, msg) == evaluate(rules, msg), (seed, msg)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -66,9 +66,10 @@ def test_every_boundary_value(seed):
     rng = random.Random(seed)
     spec, gens = random_spec(rng, n_fields=2)
     rules = parse_rules(random_rules(rng, gens, rng.randint(1, 30)), spec)
-    tables = compile_rules(spec, rules).tables()
+    c = compile_rules(spec, rules)
+    tables = c.tables()
     a, b = gens
     for va in {min(max(v + d, 0), (1 << a.width) - 1) for v in a.pool for d in (-1, 0, 1)}:
         for vb in {min(max(v + d, 0), (1 << b.width) - 1) for v in b.pool for d in (-1, 0, 1)}:
             msg = {a.qname: va, b.qname: vb}
-            assert tables.ports(msg) == evaluate(rules, msg), (seed, msg)
+            assert tables.ports(c.application, msg) == evaluate(rules, msg), (seed, msg)

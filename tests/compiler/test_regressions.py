@@ -18,7 +18,7 @@ def test_adjacent_constants_on_exact_field_do_not_become_the_default():
     stage = [e for e in c.entries["table_entries"] if e["table"] == "app_f"]
     assert sorted(e["match"]["m.f"]["exact"] for e in stage) == [0, 1]
     t = c.tables()
-    assert [sorted(t.ports({"m.f": v})) for v in (0, 1, 2, 2**32 - 1)] == [[1], [1], [], []]
+    assert [sorted(t.ports(c.application, {"m.f": v})) for v in (0, 1, 2, 2**32 - 1)] == [[1], [1], [], []]
 
 
 def test_prefix_on_a_field_that_is_not_32_bits():
@@ -29,4 +29,4 @@ def test_prefix_on_a_field_that_is_not_32_bits():
     c = compile_text(text, "m.f == 0xA5/4 : fwd(1)\nm.f != 8/3 : fwd(2)")
     t = c.tables()
     for v in range(256):
-        assert t.ports({"m.f": v}) == evaluate(rules, {"m.f": v}), v
+        assert t.ports(c.application, {"m.f": v}) == evaluate(rules, {"m.f": v}), v

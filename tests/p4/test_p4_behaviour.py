@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from compiler.compile import compile_files
-from compiler.ir import Tables
 from compiler.p4 import emit_program
 from compiler.p4.derived import combined
 from switch.dataplane import load
@@ -73,15 +72,15 @@ def _random_block(rng: random.Random) -> bytes:
 def _decisions(c, blocks: list[bytes]) -> list:
     """The non-empty port sets the tables give the packet's subscription messages, in order."""
     app = c.application
-    tables = Tables(app, c.entries)
+    tables = c.tables()
     out = []
     for b in blocks:
-        if len(b) < 36 or b[0] not in app["message"]["types"]:
+        if len(b) < 36 or b[0] not in app.types:
             continue
         whole = int.from_bytes(b[:36], "big")
-        values = {q: whole >> (36 * 8 - f["bit_offset"] - f["width"]) & ((1 << f["width"]) - 1)
-                  for q, f in app["fields"].items()}
-        ports = tables.ports(values)
+        values = {q: whole >> (36 * 8 - f.bit_offset - f.width) & ((1 << f.width) - 1)
+                  for q, f in app.fields.items()}
+        ports = tables.ports(app, values)
         if ports:
             out.append(ports)
     return out
@@ -239,11 +238,11 @@ def test_itch_messages_beyond_the_slots_are_not_evaluated():
 
 def _message(app: dict, rng: random.Random, consts: dict) -> bytes:
     """Random bytes with every query field set to one of its `consts`."""
-    nbytes = app["message"]["bytes"]
+    nbytes = app.message_bytes
     whole = int.from_bytes(rng.randbytes(nbytes), "big")
-    for q, f in app["fields"].items():
-        mask = (1 << f["width"]) - 1
-        shift = nbytes * 8 - f["bit_offset"] - f["width"]
+    for q, f in app.fields.items():
+        mask = (1 << f.width) - 1
+        shift = nbytes * 8 - f.bit_offset - f.width
         whole = whole & ~(mask << shift) | ((rng.choice(consts[q]) & mask) << shift)
     return whole.to_bytes(nbytes, "big")
 
@@ -252,15 +251,15 @@ def _message(app: dict, rng: random.Random, consts: dict) -> bytes:
 def test_single_message_applications_match_the_software_switch(case):
     c, interp, ref = _setup(case)
     app = c.application
-    nbytes = app["message"]["bytes"]
-    consts = {q: [0, 1, 2, 7, 99, 100, 101, 1000, 5000, 5001, 1 << 20] for q in app["fields"]}
+    nbytes = app.message_bytes
+    consts = {q: [0, 1, 2, 7, 99, 100, 101, 1000, 5000, 5001, 1 << 20] for q in app.fields}
     rng = random.Random(7)
     selected = 0
     for _ in range(120):
         payload = _message(app, rng, consts) + rng.randbytes(rng.choice([0, 0, 5]))
         if rng.random() < 0.1:
             payload = payload[: rng.randrange(nbytes)]  # too short to be a message: routed
-        frame = udp_frame(payload, dst_port=app["udp_port"])
+        frame = udp_frame(payload, dst_port=app.udp_port)
         got, want = interp.process(frame, 0), ref.process(frame, 0)
         assert got == want
         selected += bool(want) and want[0][0] != 9
@@ -292,13 +291,13 @@ def test_random_specs_and_rules_match_the_software_switch(seed):
     c = compile_rules(spec, parse_rules(random_rules(rng, gens, rng.randint(1, 6)), spec))
     interp, ref = _targets(c.pipeline, c.entries)
     app = c.application
-    nbytes = app["message"]["bytes"]
+    nbytes = app.message_bytes
     for _ in range(40):
         values = random_message(rng, gens)
         whole = 0
-        for q, f in app["fields"].items():
-            whole |= values[q] << (nbytes * 8 - f["bit_offset"] - f["width"])
-        frame = udp_frame(whole.to_bytes(nbytes, "big"), dst_port=app["udp_port"])
+        for q, f in app.fields.items():
+            whole |= values[q] << (nbytes * 8 - f.bit_offset - f.width)
+        frame = udp_frame(whole.to_bytes(nbytes, "big"), dst_port=app.udp_port)
         assert interp.process(frame, 0) == ref.process(frame, 0), values
 
 
@@ -332,6 +331,6 @@ def test_static_pipelines_match_the_software_switch(case):
                                 rng.choice([1, 1500001, 3000001]), rng.choice([b"B", b"S"]))]
             payload = mold_payload(SESSION, 3, blocks)
         else:
-            payload = _message(app, rng, {q: [0, 1, 2, 7, 100, 101, 5001] for q in app["fields"]})
-        frame = udp_frame(payload, dst_port=app["udp_port"])
+            payload = _message(app, rng, {q: [0, 1, 2, 7, 100, 101, 5001] for q in app.fields})
+        frame = udp_frame(payload, dst_port=app.udp_port)
         assert interp.process(frame, 0) == ref.process(frame, 0)

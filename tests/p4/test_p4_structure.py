@@ -6,7 +6,6 @@ Each mutation below is a mistake an emitter change could make; the check must na
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from compiler.compile import compile_text
 from compiler.p4 import emit_program
 from p4rt.names import KEYWORDS, ident
 from p4rt.p4info import build_p4info, program_p4info
+from pipeline.document import from_json, to_json
 from tests.p4.p4_structure import problems
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "p4"
@@ -91,12 +91,14 @@ def test_ident():
 
 def test_two_applications_on_one_header_name_are_refused():
     c = compile_text(SPEC, "key == 7 : fwd(1)\n", name="odd")
-    other = copy.deepcopy(c.application)
-    other["name"], other["udp_port"] = "odd2", 4001
-    pipeline = json.loads(json.dumps(c.pipeline))
+    pipeline = to_json(c.pipeline)
+    other = copy.deepcopy(pipeline["applications"][0])
+    other["name"], other["udp_port"], other["leaf_table"] = "odd2", 4001, "odd2_leaf"
+    for st in other["stages"]:  # tables of their own: only the header names meet
+        st["table"], st["default_table"] = "odd2_" + st["table"], "odd2_" + st["default_table"]
     pipeline["applications"].append(other)
     with pytest.raises(ValueError, match="weird"):
-        emit_program(pipeline)
+        emit_program(from_json(pipeline))
 
 
 @pytest.mark.parametrize("slots", [1, 3, 32])

@@ -9,7 +9,6 @@ p4c P4Info) and the p4lang tutorials' basic.p4 (`MyIngress.ipv4_lpm`, `MyIngress
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from compiler.p4 import emit_program
 from p4rt.ids import jenkins_one_at_a_time, p4c_id_map, shortest_unique_suffixes
 from p4rt.p4info import PREFIX, program_p4info
 from p4rt.protos import p4info_pb2, p4runtime_pb2
+from pipeline.document import from_json, to_json
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "p4"
@@ -75,16 +75,16 @@ def test_golden_p4info_ids_and_entries(case):
     assert (req.device_id, req.election_id.high, req.election_id.low) == (1, 0, 1)
 
 
-def _itch_pipeline():
+def _itch_pipeline() -> dict:
     c = compile_files(ROOT / "p4/itch/itch.p4", GOLDEN / "itch" / "rules.txt")
-    return json.loads(json.dumps(c.pipeline))
+    return to_json(c.pipeline)
 
 
 def test_a_header_that_is_not_whole_bytes_is_refused():
     p = _itch_pipeline()
     p["applications"][0]["message"]["headers"][0]["fields"][0]["width"] -= 1
     with pytest.raises(ValueError, match="whole number of bytes"):
-        emit_program(p)
+        emit_program(from_json(p))
 
 
 def test_an_ir_header_meeting_a_generated_name_is_refused():
@@ -94,7 +94,7 @@ def test_an_ir_header_meeting_a_generated_name_is_refused():
     app["message"]["headers"][-1]["name"] = "itch_len"
     app["message"]["bytes"] *= 2
     with pytest.raises(ValueError, match="declared twice"):
-        emit_program(p)
+        emit_program(from_json(p))
 
 
 def test_an_ir_header_named_like_the_programs_structs_is_refused():
@@ -104,7 +104,7 @@ def test_an_ir_header_named_like_the_programs_structs_is_refused():
     app["message"]["headers"][-1]["name"] = "metadata"  # its type would be metadata_t
     app["message"]["bytes"] *= 2
     with pytest.raises(ValueError, match="'metadata_t' would be declared twice"):
-        emit_program(p)
+        emit_program(from_json(p))
 
 
 @pytest.mark.parametrize("case", ["itch", "all"])
@@ -126,5 +126,5 @@ def test_p4info_lists_tables_and_actions_in_p4cs_order(case):
 
 
 def test_program_p4info_is_deterministic():
-    p = _itch_pipeline()
+    p = from_json(_itch_pipeline())
     assert program_p4info(p) == program_p4info(p)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from compiler.compile import Compiled, compile_text
 from compiler.semantics import evaluate
+from pipeline import document
 from switch.packet import mold_payload, read_mold, read_udp, udp_frame
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def compiled(rules: str = RULES) -> Compiled:
 
 def write_dir(c: Compiled, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "pipeline.json").write_text(json.dumps(c.pipeline))
+    (directory / "pipeline.json").write_text(document.dumps(c.pipeline))
     (directory / "entries.json").write_text(json.dumps(c.entries))
     return directory
 

@@ -12,6 +12,7 @@ from p4rt.p4info import DROP_REASONS as DECLARED_DROP_REASONS
 from p4rt.p4info import build_p4info
 from p4rt.protos import p4info_pb2
 from p4rt.values import BadValue, decode, encode
+from pipeline.document import from_json
 from p4runtime_helpers import compiled
 from switch.dataplane import DROP_REASONS
 
@@ -22,16 +23,15 @@ def test_names_ids_and_widths_follow_the_contract():
     c = compiled()
     info = build_p4info(c.pipeline)
     tables = {t.preamble.name: t for t in info.tables}
-    app = c.pipeline["applications"][0]
-    for stage in app["stages"]:
-        t = tables[f"CamusIngress.{stage['table']}"]
-        width = app["fields"][stage["field"]]["width"]
-        kind = {"exact": MF.EXACT, "range": MF.RANGE}[stage["match_kind"]]
+    app = c.application
+    for stage in app.stages:
+        t = tables[f"CamusIngress.{stage.table}"]
+        kind = {"exact": MF.EXACT, "range": MF.RANGE}[stage.match_kind]
         assert [(f.id, f.name, f.bitwidth, f.match_type) for f in t.match_fields] == \
-            [(1, "state", 32, MF.EXACT), (2, stage["field"], width, kind)]
-        d = tables[f"CamusIngress.{stage['default_table']}"]
+            [(1, "state", 32, MF.EXACT), (2, stage.field.name, stage.field.width, kind)]
+        d = tables[f"CamusIngress.{stage.default_table}"]
         assert [(f.id, f.name) for f in d.match_fields] == [(1, "state")]
-    assert f"CamusIngress.{app['leaf_table']}" in tables
+    assert f"CamusIngress.{app.leaf_table}" in tables
     lpm = tables["CamusIngress.ipv4_lpm"]
     assert [(f.id, f.name, f.bitwidth, f.match_type) for f in lpm.match_fields] == [(1, "ipv4.dst_addr", 32, MF.LPM)]
     egress = tables["CamusEgress.egress_udp_rewrite"]
@@ -106,7 +106,7 @@ FLAT = {  # single framing: key (32 bits, lpm), flags (16 bits, ternary)
 
 
 def test_lpm_and_ternary_keys_round_trip():
-    info = build_p4info(FLAT)
+    info = build_p4info(from_json(FLAT))
     kinds = {t.preamble.alias: [f.match_type for f in t.match_fields] for t in info.tables}
     assert kinds["flat_key"] == [MF.EXACT, MF.LPM] and kinds["flat_flags"] == [MF.EXACT, MF.TERNARY]
     index = P4InfoIndex(info)
@@ -125,7 +125,7 @@ def test_lpm_and_ternary_keys_round_trip():
 
 def test_counter_extension_names_the_switch_drop_reasons():
     assert DECLARED_DROP_REASONS == DROP_REASONS  # camus.drops is indexed in this order
-    info = build_p4info(FLAT, counters=True)
+    info = build_p4info(from_json(FLAT), counters=True)
     names = {c.preamble.name: c.size for c in info.counters}
     assert names["camus.port_rx"] == 512 and names["camus.drops"] == len(DROP_REASONS)
     assert names["camus.table.flat_key"] == 2

@@ -27,7 +27,8 @@ def test_views_and_partitions_select_exactly_their_records():
             for port, text in views.items()]
     subs.append(Subscription(10, 4, frozenset({0, 2})))   # a group member: partitions 0 and 2
     subs.append(Subscription(11, 5))                      # another topic, everything
-    tables = compile_rules(base, rules_for(base, subs)).tables()
+    c = compile_rules(base, rules_for(base, subs))
+    tables = c.tables()
 
     def expected(topic, part, doc, side):
         out = set()
@@ -57,7 +58,7 @@ def test_views_and_partitions_select_exactly_their_records():
         values = {"kafka.topic_id": topic, "kafka.partition": part}
         values.update({f"kafka.slot{i}": v for i, v in enumerate(slots)})
         # A missing side header is spaces, which is neither "B" nor "S".
-        assert tables.ports(values) == expected(topic, part, doc, side or " "), (topic, doc, side)
+        assert tables.ports(c.application, values) == expected(topic, part, doc, side or " "), (topic, doc, side)
 
 
 @pytest.mark.parametrize("text,col,words", [

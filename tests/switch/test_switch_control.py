@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from switch.dataplane import load, new
-from switch.entries import EntryError
-from switch.ir import PipelineError
+from pipeline.model import EntryError, PipelineError
 from switch_helpers import ITCH_PIPELINE, add_order, ascii_int, itch_frame, leaf, rewrite, route, stage
 
 MAX32 = (1 << 32) - 1

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from switch.dataplane import load
-from switch.entries import EntryError
+from pipeline.model import EntryError
 from switch.packet import udp_frame
 from switch_helpers import FLAT_PIPELINE, FLAT_PORT, ITCH_PIPELINE, add_order, ascii_int, itch_frame
 

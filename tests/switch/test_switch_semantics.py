@@ -21,6 +21,7 @@ from compiler.compile import compile_rules
 from compiler.rules import parse_rules
 from compiler.semantics import evaluate
 from compiler.spec import load_spec
+from pipeline import document
 from switch.dataplane import IMPLEMENTATIONS, load
 from switch.packet import read_mold, read_udp
 from switch.pcap import read_pcap, write_pcap
@@ -154,7 +155,7 @@ def test_switch_run_cli_writes_what_the_rules_select(rules_text, cases, impl):
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         (d / "pipe").mkdir()
-        (d / "pipe" / "pipeline.json").write_text(json.dumps(pipeline))
+        (d / "pipe" / "pipeline.json").write_text(document.dumps(pipeline))
         (d / "pipe" / "entries.json").write_text(json.dumps(entries))
         write_pcap(str(d / "in.pcap"), [f for _, _, f in cases])
         assert camus_main(["switch", "run", "--pipeline", str(d / "pipe"), "--pcap-in", str(d / "in.pcap"),

@@ -1,0 +1,58 @@
+"""Lowering a compiled spec to the pipeline IR (`pipeline.model`): applications and stages.
+
+`stages_for` names each stage's tables and gives it its match kind; `application` describes
+what the data plane needs of one spec (where its messages are, where each query field sits,
+the ordered stages); `pipeline` puts applications together. docs/pipeline-ir.md is the
+reference for the format the result is written in (`pipeline.document`).
+"""
+
+from __future__ import annotations
+
+from compiler.spec import Header, Spec
+from compiler.tables import STATE_BITS
+from pipeline import model
+
+
+def _field(q) -> model.Field:
+    return model.Field(q.qname, q.bit_offset, q.width, q.kind, q.ascii)
+
+
+def stages_for(spec: Spec, order, kinds: dict[str, str]) -> list[model.Stage]:
+    names = [q.name for q in spec.query_fields.values()]
+    out = []
+    for q in order:
+        base = q.name if names.count(q.name) == 1 else q.qname.replace(".", "_")
+        table = f"{spec.name}_{base}"
+        out.append(model.Stage(table, f"{table}_default", _field(q), kinds[q.qname]))
+    return out
+
+
+def leaf_table(spec: Spec) -> str:
+    return f"{spec.name}_leaf"
+
+
+def _header(h: Header, bit_offset: int | None = None) -> model.Header:
+    return model.Header(h.name, h.bits, tuple(model.HeaderField(f.name, f.bit_offset, f.width) for f in h.fields),
+                        bit_offset)
+
+
+def application(spec: Spec, stages: list[model.Stage]) -> model.Application:
+    headers, offset = [], 0
+    for h in spec.message_headers:
+        headers.append(_header(h, offset))
+        offset += h.bits
+    type_field = None
+    if spec.message_type_field:
+        f = spec.message_type_field
+        width = next(x.width for h in spec.message_headers for x in h.fields if x.qname == f)
+        type_field = model.Field(f, spec.message_offset(f), width)
+    message = model.Message(tuple(headers), spec.message_bytes, type_field, tuple(spec.message_types))
+    fields = {q.qname: _field(q) for q in spec.query_fields.values()}
+    return model.Application(spec.name, spec.udp_port, spec.framing,
+                             _header(spec.packet_header) if spec.packet_header else None, message,
+                             fields, tuple(stages), leaf_table(spec))
+
+
+def pipeline(apps: list[model.Application]) -> model.Pipeline:
+    """The pipeline of these applications; PipelineError if two share a UDP port."""
+    return model.Pipeline.of(STATE_BITS, apps)

@@ -1,0 +1,226 @@
+"""The pipeline IR as dataclasses: what a data plane is (docs/pipeline-ir.md, pipeline.json).
+
+A `Pipeline` holds its applications (where messages are, which fields the stages match, in
+which order and with which match kind) and, derived from them, every table by name with its
+role, its keys and the actions it may hold, and every action with its parameters' widths.
+Instances are built by the compiler (`compiler.lowering`) or read from pipeline.json
+(`pipeline.document.from_json`, which validates); consumers never look at the JSON.
+
+Widths are those of the P4 program the IR compiles to (v1model: ports 9 bits, multicast
+groups and replica ids 16 bits), so the P4 program, its P4Info and every target check the
+same limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+IR_VERSION = 1
+FRAMINGS = ("single", "moldudp64")
+MOLDUDP64_HEADER_BYTES = 20
+MAX_FIELD_WIDTH = 64
+MAX_STATE_WIDTH = 56  # the native tables pack an action and its parameter into 64 bits
+IPV4_TABLE = "ipv4_lpm"
+EGRESS_TABLE = "egress_udp_rewrite"
+
+PORT_WIDTH = 9  # v1model egress_spec / egress_port
+GROUP_WIDTH = 16  # v1model mcast_grp
+RID_WIDTH = 16  # v1model egress_rid (P4Runtime replica ids)
+UDP_PORT_WIDTH = 16
+IPV4_WIDTH = 32
+
+# Table roles: what a table's key is and which actions it may hold.
+STAGE, DEFAULT, LEAF, IPV4, EGRESS = "stage", "default", "leaf", "ipv4", "egress"
+ROLE_ACTIONS = {
+    # A stage may also decide: fwd/mcast end the walk, skipping later stages and the leaf.
+    STAGE: ("set_state", "fwd", "mcast"),
+    DEFAULT: ("set_state", "fwd", "mcast"),
+    LEAF: ("fwd", "mcast"),
+    IPV4: ("fwd", "drop"),
+    EGRESS: ("set_udp_port",),
+}
+
+
+class PipelineError(ValueError):
+    """A pipeline that is not valid IR (pipeline.json naming the first problem, or a model
+    whose tables or UDP ports collide)."""
+
+
+class EntryError(ValueError):
+    """An entry or multicast group that the pipeline cannot hold (bad name, key, value, action)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    width: int
+
+
+@dataclass(frozen=True)
+class Action:
+    """An action and its parameters (every camus action has at most one)."""
+
+    name: str
+    params: tuple[Param, ...]
+
+
+def actions(state_width: int) -> dict[str, Action]:
+    """Every action of a pipeline whose state is `state_width` bits."""
+    return {a.name: a for a in (
+        Action("set_state", (Param("state", state_width),)),
+        Action("fwd", (Param("port", PORT_WIDTH),)),
+        Action("mcast", (Param("group", GROUP_WIDTH),)),
+        Action("drop", ()),
+        Action("set_udp_port", (Param("port", UDP_PORT_WIDTH),)),
+    )}
+
+
+@dataclass(frozen=True)
+class HeaderField:
+    """A header's field: `width` bits, `bit_offset` bits after the header's first bit."""
+
+    name: str
+    bit_offset: int
+    width: int
+
+
+@dataclass(frozen=True)
+class Header:
+    name: str
+    bits: int
+    fields: tuple[HeaderField, ...]
+    bit_offset: int | None = None  # message headers: from the message's first bit
+
+
+@dataclass(frozen=True)
+class Field:
+    """A message field: `width` bits starting `bit_offset` bits after the message's first byte.
+
+    Query fields (the ones rules may test) also say their declared match kind and whether
+    they hold space-padded ASCII.
+    """
+
+    name: str  # header.field
+    bit_offset: int
+    width: int
+    declared: str | None = None
+    ascii: bool | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    headers: tuple[Header, ...]
+    bytes: int  # a subscription message has at least this many bytes
+    type_field: Field | None  # with `types`: which messages are subscription messages
+    types: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Stage:
+    table: str
+    default_table: str
+    field: Field
+    match_kind: str  # a name in pipeline.match_kinds.MATCH_KINDS
+
+
+@dataclass(frozen=True)
+class Application:
+    name: str
+    udp_port: int
+    framing: str
+    packet_header: Header | None  # moldudp64: the MoldUDP64 header
+    message: Message
+    fields: dict[str, Field]  # the query fields, by header.field
+    stages: tuple[Stage, ...]
+    leaf_table: str
+
+    @property
+    def message_bytes(self) -> int:
+        return self.message.bytes
+
+    @property
+    def type_field(self) -> Field | None:
+        return self.message.type_field
+
+    @property
+    def types(self) -> tuple[int, ...]:
+        return self.message.types
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key element of a table: its control-plane name, width and match kind."""
+
+    name: str
+    width: int
+    match_kind: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: its role, keys (the first is exact: the state, or the egress port) and actions."""
+
+    name: str
+    role: str
+    keys: tuple[Key, ...]
+    actions: tuple[str, ...]
+    field: Field | None = None  # stage tables: the field matched; ipv4: the destination address
+
+    @property
+    def match_kind(self) -> str | None:
+        """The kind of the key after the state (the only key of ipv4); None for state tables."""
+        return self.keys[-1].match_kind if self.role in (STAGE, IPV4, EGRESS) else None
+
+
+IPV4_DST = Field("ipv4.dst_addr", 0, IPV4_WIDTH)
+
+
+def tables(state_width: int, applications: tuple[Application, ...], ipv4_table: str,
+           egress_table: str) -> list[Table]:
+    """Every table of a pipeline, in the order P4Info lists them."""
+    state = Key("state", state_width, "exact")
+    out = []
+    for app in applications:
+        for st in app.stages:
+            out.append(Table(st.table, STAGE, (state, Key(st.field.name, st.field.width, st.match_kind)),
+                             ROLE_ACTIONS[STAGE], st.field))
+            out.append(Table(st.default_table, DEFAULT, (state,), ROLE_ACTIONS[DEFAULT]))
+        out.append(Table(app.leaf_table, LEAF, (state,), ROLE_ACTIONS[LEAF]))
+    out.append(Table(ipv4_table, IPV4, (Key(IPV4_DST.name, IPV4_WIDTH, "lpm"),), ROLE_ACTIONS[IPV4], IPV4_DST))
+    out.append(Table(egress_table, EGRESS, (Key("egress_port", PORT_WIDTH, "exact"),
+                                            Key("egress_rid", RID_WIDTH, "exact")), ROLE_ACTIONS[EGRESS]))
+    return out
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A whole pipeline. Build it with `Pipeline.of` (or `pipeline.document.from_json`)."""
+
+    state_width: int
+    applications: tuple[Application, ...]
+    ipv4_table: str
+    egress_table: str
+    tables: dict[str, Table]
+    actions: dict[str, Action]
+
+    @classmethod
+    def of(cls, state_width: int, applications, ipv4_table: str = IPV4_TABLE,
+           egress_table: str = EGRESS_TABLE) -> Pipeline:
+        """The pipeline with its table and action index; PipelineError when two tables share a
+        name or two applications a UDP port."""
+        applications = tuple(applications)
+        ports = [a.udp_port for a in applications]
+        if len(set(ports)) != len(ports):
+            raise PipelineError(f"two applications share a UDP port: {ports}")
+        index: dict[str, Table] = {}
+        for t in tables(state_width, applications, ipv4_table, egress_table):
+            if t.name in index:
+                raise PipelineError(f"table name {t.name!r} is used twice")
+            index[t.name] = t
+        return cls(state_width, applications, ipv4_table, egress_table, index, actions(state_width))
+
+    def application_for_port(self, udp_port: int) -> Application | None:
+        for app in self.applications:
+            if app.udp_port == udp_port:
+                return app
+        return None
