@@ -13,7 +13,7 @@ from typing import Any
 from controller.diff import Changes
 from controller.target import Emitted, Target, TargetError
 from switch import dataplane
-from switch.entries import EntryError
+from pipeline.model import EntryError
 
 
 class EmbeddedTarget(Target):
