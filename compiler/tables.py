@@ -23,8 +23,13 @@ from pipeline.match_kinds import MATCH_KINDS
 from pipeline.model import GROUP_WIDTH, Stage
 
 STATE_BITS = 32
-GROUP_BITS = GROUP_WIDTH  # group ids fill the mcast action's parameter
-ALL_PORTS_GROUP = 0xFFFF  # never assigned: compiler/p4 multicasts mixed-decision MoldUDP64 packets to it
+# Multicast group ids are 1..32767, though the mcast action's parameter (and v1model's
+# mcast_grp) has GROUP_WIDTH bits: bmv2's P4Runtime server (PI) refuses ids from 32768 on
+# ("Group id value is too high"; that half is reserved), so a program compiled here can be
+# written to bmv2 as it is.
+GROUP_BITS = GROUP_WIDTH - 1
+# Never assigned: compiler/p4 multicasts mixed-decision MoldUDP64 packets to it.
+ALL_PORTS_GROUP = (1 << GROUP_BITS) - 1
 
 
 def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) -> dict:

@@ -109,3 +109,17 @@ def test_replicas_with_rids_are_kept_per_replica_like_the_software_switch():
     want = ref.process(frame, 0)
     assert [p for p, _ in want] == [1, 2, 2, 5]  # replicas (1,0), (2,0), (2,1), (5,1)
     assert interp.process(frame, 0) == want
+
+
+def test_group_ids_are_ones_bmv2_accepts():
+    """bmv2's P4Runtime server (PI) refuses multicast group ids from 32768 on; every id the
+    compiler assigns, and the all-ports group, is in 1..32767, even when 20,000 port sets
+    crowd the 15-bit space."""
+    assert ALL_PORTS_GROUP == 32767
+    c = _itch()
+    ids = [g["id"] for g in combined(c.pipeline, c.entries, slots=3)["multicast_groups"]]
+    assert ids and all(1 <= i <= 32767 for i in ids) and ALL_PORTS_GROUP in ids
+    crowded = stable_ids({n: f"ports {n}" for n in range(20_000)}, 15,
+                         {"all ports": ALL_PORTS_GROUP})
+    assert len(set(crowded.values())) == 20_001
+    assert all(1 <= i <= 32767 for i in crowded.values())

@@ -861,7 +861,7 @@ control CamusIngress(inout headers_t hdr, inout metadata_t meta,
                         if (meta.itch_mixed == 1) {
                             // No group is the union of the decisions' port sets: every port any decision
                             // can select gets a copy, and egress keeps in each what its port selected.
-                            standard_metadata.mcast_grp = 65535;
+                            standard_metadata.mcast_grp = 32767;
                         } else if (meta.itch_kind == 1) {
                             standard_metadata.egress_spec = (bit<9>)meta.itch_target;
                             standard_metadata.mcast_grp = 0;
