@@ -38,6 +38,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from controller.diff import Changes
@@ -82,6 +83,14 @@ class Target(abc.ABC):
     def apply(self, changes: Changes) -> None:
         """Write an entry diff, in `changes.steps()` order; TargetError if a write is refused
         (the target may then hold part of the diff: `load` it whole)."""
+
+    def stage(self, pipeline: dict, entries: dict, changes: Changes) -> Callable[[], None]:
+        """Prepare, on any thread, taking the target from its entries to `entries` (the
+        diff `changes`); return the call that makes it take effect, which the caller runs on
+        the thread that sends. The broker stages on its compile worker so that a large
+        change costs the event loop only the commit. By default nothing is prepared and the
+        commit is `apply(changes)`."""
+        return partial(self.apply, changes)
 
     @abc.abstractmethod
     def entries(self) -> list[dict]:

@@ -71,6 +71,7 @@ class Broker:
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.view_ports: dict[int, str] = {}  # target port -> view name
         self.replaying: set[str] = set()  # views whose source replay is under way
+        self._waiting: dict[str, list[asyncio.Future]] = {}  # view -> `view_ready` callers
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self.changed = asyncio.Event()
@@ -161,6 +162,7 @@ class Broker:
     def _discard(self, topic: Topic) -> None:
         """Undo a half-made topic: its port, its logs and their files."""
         self.replaying.discard(topic.name)
+        self._ready(topic.name)
         for port in [p for p, v in self.view_ports.items() if v == topic.name]:
             del self.view_ports[port]
             self.datapath.unsubscribe(port)
@@ -188,6 +190,7 @@ class Broker:
             port = next(p for p, v in self.view_ports.items() if v == topic.name)
             del self.view_ports[port]
             self.replaying.discard(topic.name)
+            self._ready(topic.name)
             self.datapath.unsubscribe(port)
         for p in range(self.catalog.partitions_of(topic)):
             lg = self.logs.pop((topic.name, p), None)
@@ -225,12 +228,21 @@ class Broker:
         """Subscribe a view's port and derive its logs from the source's, through the target.
 
         Until the replay is reported, batches sent before it leave the view's end alone:
-        their reports come first and hold nothing for the view (see `_delivered`)."""
+        their reports come first and hold nothing for the view (see `_delivered`). The replay
+        starts once the view's subscription is on the target (`when_applied`: at once while
+        the broker starts, after the worker's compile once it serves); it reads the source up
+        to its end then, so records produced while the view's entries were compiled are in
+        it, and later ones reach the view through the target."""
         source = self.catalog.get(view.source)
         port = self.datapath.allocate_port()
         self.view_ports[port] = view.name
         self.replaying.add(view.name)
         self.datapath.subscribe(port, source.number, None, view.filter)
+        self.datapath.when_applied(partial(self._replay, view, source, port))
+
+    def _replay(self, view: Topic, source: Topic, port: int) -> None:
+        if self.view_ports.get(port) != view.name:
+            return  # deleted before its entries were on the target
         for p in range(source.partitions):
             src_log = self.logs[(source.name, p)]
             # The view starts where its source starts (as a compacted topic starts at its
@@ -246,7 +258,20 @@ class Broker:
 
     def _replayed(self, name: str) -> None:
         self.replaying.discard(name)
+        self._ready(name)
         self.changed.set()
+
+    def _ready(self, name: str) -> None:
+        for waiter in self._waiting.pop(name, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def view_ready(self, name: str) -> None:
+        """Return once the view `name` holds its source's records (its replay is reported)."""
+        if name in self.replaying:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(name, []).append(waiter)
+            await waiter
 
     # --- produce ----------------------------------------------------------------------
 
@@ -357,7 +382,7 @@ class Broker:
     def _assignments_changed(self, group: Group) -> None:
         """Every member's assignment becomes one subscription per assigned topic."""
         self._member_subscriptions(group)
-        self.datapath.sync()
+        self.datapath.update()
 
     def _member_subscriptions(self, group: Group) -> None:
         live = set()
@@ -385,7 +410,7 @@ class Broker:
     def _refresh_member_subscriptions(self) -> None:
         for g in self.coordinator.groups.values():
             self._member_subscriptions(g)
-        self.datapath.sync()
+        self.datapath.update()
 
     # --- committed offsets ------------------------------------------------------------
 

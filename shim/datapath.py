@@ -9,7 +9,12 @@ through its filter) or a consumer-group member (its assigned partitions of one t
 view, through the view's filter if any). `subscribe(port, ...)` and `unsubscribe(port)`
 edit the subscription set; `sync()` recompiles the rules (`shim.subscriptions.rules_for` +
 `compile_rules(static=True)`) and writes only the difference (`controller.diff`) to the
-target; a write the target refuses (`TargetError`) makes it reload the whole state.
+target; a write the target refuses (`TargetError`) makes it reload the whole state. Once
+the broker serves (`compile_in_background()`), nothing compiles on the event loop: a change
+compiles on a worker thread from a snapshot of the subscriptions while the target keeps its
+old entries, the result is written on the loop, and `when_applied(fn)` runs `fn` once the
+subscriptions of its time are on the target (what a new view's replay waits for); a released
+port is reused only after the entries that sent to it are gone.
 
 `send(topic, partition, records, then=...)` extracts each record's slots with the topic's
 schema, reframes it (`shim.reframe`, fragments for large records) and hands the frames to
@@ -36,16 +41,18 @@ still in the source log that plain consumers read.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
 from compiler.ast import Const, Filter
 from compiler.compile import compile_rules
-from controller.diff import diff
+from controller.diff import Changes, diff
 from controller.target import Emitted, Target, TargetError
 from shim import reframe
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
@@ -81,6 +88,16 @@ class _Sent:
     then: Callable[[Delivered], None]
 
 
+@dataclass
+class _Prepared:
+    """A compile's result, ready to commit to a target that holds `base`."""
+
+    base: dict  # the entries the diff starts from
+    entries: dict
+    changes: Changes
+    commit: Callable[[], None] | None  # None: the target could not stage; reload it
+
+
 class DataPath:
     def __init__(self, target: Target) -> None:
         self.spec = kafka_spec()
@@ -96,6 +113,11 @@ class DataPath:
         self.log_ports: set[int] = set()  # endpoints whose packets are reassembled into records
         self.stats = Stats()
         self._dirty = False
+        # Subscription changes are numbered; `_applied` is the last number on the target.
+        self._epoch = self._applied = 0
+        self._on_applied: list[tuple[int, Callable[[], None]]] = []
+        self._worker: ThreadPoolExecutor | None = None  # set by compile_in_background()
+        self._compiling = False
         self._free_ports: list[int] = []
         self._next_port = 1
         # Sends not yet reported, in order, with the `after` callbacks queued behind them.
@@ -116,7 +138,7 @@ class DataPath:
         sub = Subscription(topic_number, port, partitions, filter)
         if self.subscriptions.get(port) != sub:
             self.subscriptions[port] = sub
-            self._dirty = True
+            self._changed()
         if log:
             self.log_ports.add(port)
         else:
@@ -124,46 +146,127 @@ class DataPath:
 
     def unsubscribe(self, port: int, release: bool = True) -> None:
         if self.subscriptions.pop(port, None) is not None:
-            self._dirty = True
+            self._changed()
         self.reassemblers.pop(port, None)
         self.log_ports.discard(port)
         self.stats.packets_out.pop(port, None)
-        if release:  # not while copies sent to its old endpoint may still be reported
-            self.after(partial(self._free_ports.append, port))
+        if release:  # not while the target's entries, or copies under way, still reach it
+            self.when_applied(partial(self.after, partial(self._free_ports.append, port)),
+                              update=False)
+
+    def _changed(self) -> None:
+        self._dirty = True
+        self._epoch += 1
+
+    def compile_in_background(self) -> None:
+        """From now on compile on a worker thread, never on the calling (event loop) thread."""
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="camus-compile")
+
+    def when_applied(self, fn: Callable[[], None], update: bool = True) -> None:
+        """`fn()` once the subscriptions as they are now are on the target: now, if they
+        are. `update=False` leaves the update to whoever calls `update()` next (or, once
+        compiling in the background, to the compile any change starts)."""
+        if self._applied >= self._epoch:
+            fn()
+            return
+        self._on_applied.append((self._epoch, fn))
+        if update or self._worker is not None:
+            self.update()
 
     def sync(self) -> int:
-        """Bring the target in line with the subscriptions; returns the number of writes."""
+        """Bring the target in line with the subscriptions, compiling here; the number of
+        writes. (A broker that serves calls `update` instead.)"""
         if not self._dirty:
             return 0
         subs = sorted(self.subscriptions.values(), key=lambda s: s.port)
+        return self._commit(self._prepare(subs, self.entries), subs, self._epoch)
+
+    def update(self) -> None:
+        """Bring the target in line: here (`sync`), or once compiling in the background by
+        starting a compile of the current subscriptions on the worker, unless one is under
+        way (its result is written first, then the next change compiles)."""
+        if self._worker is None:
+            self.sync()
+            return
+        if not self._dirty or self._compiling:
+            return
+        subs = sorted(self.subscriptions.values(), key=lambda s: s.port)
+        epoch, loop = self._epoch, asyncio.get_running_loop()
+        future = loop.run_in_executor(self._worker, self._prepare, subs, self.entries)
+        self._compiling = True
+        future.add_done_callback(partial(self._compiled, subs, epoch))
+
+    def _prepare(self, subs: list[Subscription], base: dict) -> _Prepared:
+        """Compile `subs`, diff against `base` (the entries on the target) and stage the
+        writes: everything but the commit, on whatever thread calls it."""
         compiled = compile_rules(self.spec, rules_for(self.spec, subs), static=True)
         assert compiled.pipeline == self.pipeline, "a static pipeline must not depend on rules"
-        changes = diff(self.entries, compiled.entries)
+        changes = diff(base, compiled.entries)
         try:
-            self.target.apply(changes)
+            commit = self.target.stage(self.pipeline, compiled.entries, changes)
+        except TargetError:
+            commit = None  # the commit reloads
+        return _Prepared(base, compiled.entries, changes, commit)
+
+    def _compiled(self, subs: list[Subscription], epoch: int, future) -> None:
+        self._compiling = False
+        if future.cancelled():
+            return
+        if future.exception() is not None:
+            # The old entries stay; the change that caused it is reported and left out.
+            log.error("compiling %d subscriptions failed; the target keeps its entries: %s",
+                      len(subs), future.exception())
+            self._applied = epoch
+            self._dirty = epoch != self._epoch  # not retried until the next change
+            self._run_applied()
+        elif epoch > self._applied:
+            self._commit(future.result(), subs, epoch)
+        self.update()
+
+    def _commit(self, prepared: _Prepared, subs: list[Subscription], epoch: int) -> int:
+        changes, commit = prepared.changes, prepared.commit
+        if prepared.base is not self.entries:  # the target changed meanwhile: diff again
+            changes = diff(self.entries, prepared.entries)
+            commit = partial(self.target.apply, changes)
+        try:
+            if commit is None:
+                raise TargetError("the target could not stage the writes")
+            commit()
         except TargetError:
             # The target refused a write the diff believed valid: never run half-updated;
             # load the whole compiled state instead.
             log.exception("incremental target update failed; reloading all %d entries",
-                          len(compiled.entries["table_entries"]))
-            self.target.load(self.pipeline, compiled.entries)
-        self.entries = compiled.entries
+                          len(prepared.entries["table_entries"]))
+            self.target.load(self.pipeline, prepared.entries)
+        self.entries = prepared.entries
         self.topics_wanted = {s.topic_id for s in subs}
-        self._dirty = False
+        self._applied = epoch
+        self._dirty = epoch != self._epoch
+        self._run_applied()
         self.stats.syncs += 1
         self.stats.writes += len(changes)
         log.debug("target updated: %d writes for %d subscriptions", len(changes), len(subs))
         return len(changes)
 
+    def _run_applied(self) -> None:
+        ready = [fn for e, fn in self._on_applied if e <= self._applied]
+        self._on_applied = [(e, fn) for e, fn in self._on_applied if e > self._applied]
+        for fn in ready:
+            fn()
+
     def close(self) -> None:
-        """Release the target (a remote one's connections and threads)."""
+        """Release the target (a remote one's connections and threads) and the worker."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
         self.target.close()
 
     # --- data -------------------------------------------------------------------------
 
     def wants(self, topic_number: int) -> bool:
-        """Whether any subscription selects records of this topic."""
-        self.sync()
+        """Whether a subscription on the target selects records of this topic (starting the
+        compile of any change not there yet)."""
+        if self._dirty:
+            self.update()
         return topic_number in self.topics_wanted
 
     def after(self, fn: Callable[[], None]) -> None:

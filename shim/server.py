@@ -141,6 +141,8 @@ async def _housekeeping(broker: Broker) -> None:
 async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None) -> None:
     """Serve until SIGINT/SIGTERM (or `stop` is set); `on_ready(broker)` once listening."""
     broker = Broker(config)
+    # Started: from now on subscription changes compile on a worker thread, not on this loop.
+    broker.datapath.compile_in_background()
     connections: set[asyncio.Task] = set()
     memory = RequestMemory(config.limits.queued_bytes)
     config.limits.max_connections = config.limits.connections_allowed()

@@ -75,7 +75,7 @@ def _too_many_partitions(counts) -> str | None:
     return None
 
 
-def handle_create_topics(ctx, request):
+async def handle_create_topics(ctx, request):
     broker, results = ctx.broker, []
     too_many = _too_many_partitions(
         t.num_partitions if t.num_partitions != -1 else (len(t.assignments) or
@@ -108,6 +108,10 @@ def handle_create_topics(ctx, request):
             topic = broker.create_topic(t.name, parts, configs,
                                         validate_only=request.body.validate_only,
                                         partitions_given=t.num_partitions != -1 or bool(t.assignments))
+            if topic.is_view and not request.body.validate_only:
+                # Answered once the view holds its source's records: its entries compile
+                # on a worker meanwhile, and every other request goes on being served.
+                await broker.view_ready(topic.name)
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
                          replication_factor=1, error_code=ErrorCode.none,
                          configs=topic_configs(topic))
