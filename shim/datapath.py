@@ -83,6 +83,7 @@ class _Sent:
     lengths: bytes
     owner: bytes | None  # u32 LE record index per frame (native framing), else None
     records_at: Callable[[list[int]], Sequence[Record]]  # the sent records, by index
+    count: int  # how many records were sent
     shift: int
     logs: list[int]  # the log endpoints when sent
     then: Callable[[Delivered], None]
@@ -306,7 +307,7 @@ class DataPath:
                                           slots[i] if slots else [0] * SLOTS,
                                           reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
             packed = (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)), None)
-        self._send(packed, lambda js: [records[j] for j in js], shift, only, then)
+        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then)
 
     def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
                    batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0) -> None:
@@ -327,16 +328,17 @@ class DataPath:
         if schema is not None:
             schema.count_misses(missed)
         self.stats.records_in += batch.record_count
-        self._send(packed, partial(batch_records_at, batch), shift, None, then)
+        self._send(packed, partial(batch_records_at, batch), batch.record_count, shift, None,
+                   then)
 
-    def _send(self, packed, records_at, shift: int, only: int | None,
+    def _send(self, packed, records_at, count: int, shift: int, only: int | None,
               then: Callable[[Delivered], None]) -> None:
         """Packed frames (buffer, u32 lengths, u32 record index per frame or None) to the
         target; `records_at(indices)`: the sent records."""
         buf, lengths, owner = packed
         self.stats.packets_in += len(lengths) // 4
         logs = [p for p in self.log_ports if only is None or p == only]
-        sent = _Sent(buf, lengths, owner, records_at, shift, logs, then)
+        sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then)
         self._under_way.append(sent)
         try:
             self.target.send(INGRESS_PORT, buf, lengths, sent)
@@ -388,14 +390,20 @@ class DataPath:
             if not tallied:
                 counts[port] = counts.get(port, 0) + 1
             if port in logs:
-                self._receive(port, bytes(view[off:off + n]), out)
+                self._receive(port, bytes(view[off:off + n]), sent, out)
         return out
 
-    def _receive(self, port: int, frame: bytes, out: Delivered) -> None:
+    def _receive(self, port: int, frame: bytes, sent: _Sent, out: Delivered) -> None:
         """One copy at log endpoint `port`, reassembled into `out` once whole."""
         done = self.reassemblers.setdefault(port, reframe.Reassembler()).push(frame)
         if done is not None:
             _, _, offset, rec = done
+            if rec is None:  # a by-reference packet: the record is one `sent` holds
+                rec = next((r for r in sent.records_at(list(range(sent.count)))
+                            if r.offset + sent.shift == offset), None)
+                if rec is None:
+                    self.reassemblers[port].malformed += 1
+                    return
             out.setdefault(port, []).append(
                 (offset, Record(offset, rec.timestamp, rec.key, rec.value, rec.headers)))
             self.stats.deliveries += 1

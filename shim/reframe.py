@@ -7,6 +7,14 @@ so the switch gives every fragment the same forwarding decision; the receiving e
 reassembles. The header layout below is checked against kafka.p4 by the tests, so the two
 cannot drift apart.
 
+A record whose encoding is larger than `MAX_RECORD` (what reassembly holds for one record),
+or that the encoding cannot represent, crosses the switch as one *by-reference* packet: the
+same header with fragment count 0 (`BY_REFERENCE`) and no body. Its forwarding decision is
+the record's own, since the switch decides on the header alone; the endpoint that receives
+it takes the record from the sender, which keeps every record it sent until the target's
+report (`shim.datapath`). So a view delivers every record its source accepted, whatever its
+size, and a 95 MiB record costs one packet, not 68,000.
+
 Record encoding inside the packets (big-endian): timestamp i64, key (i32 length, -1 = null,
 bytes), value (likewise), header count u16, then per header: name (u16 length, UTF-8) and
 value (i32 length, -1 = null, bytes).
@@ -26,6 +34,7 @@ HEADER = struct.Struct(">IIQHHI8Q")  # topic, partition, offset, frag index, fra
 ETH_IP_UDP = 14 + 20 + 8
 DEFAULT_FRAGMENT = 1400  # record bytes per packet: whole packets stay under a 1500-byte MTU
 MAX_RECORD = (1 << 20) + (1 << 19)  # what reassembly accepts (1.5 MiB), beyond Kafka's 1 MiB default
+BY_REFERENCE = 0  # the fragment count of a record's only packet when the record is not in it
 
 
 @dataclass(frozen=True)
@@ -89,12 +98,16 @@ def _unblob(data: bytes, pos: int) -> tuple[bytes | None, int]:
 
 def packets(topic_id: int, partition: int, offset: int, slots: list[int], record: Record,
             addr: Addressing = Addressing(), fragment: int = DEFAULT_FRAGMENT) -> list[bytes]:
-    """The record as packets: same header on every fragment but the fragment index."""
-    body = encode_record(record)
-    count = max(1, -(-len(body) // fragment))
-    if count > 0xFFFF:
-        raise ValueError(f"record of {len(body)} bytes needs more than 65535 fragments")
+    """The record as packets: same header on every fragment but the fragment index; one
+    by-reference packet if the record is larger than MAX_RECORD or has no encoding."""
     frame = _framer(addr)
+    try:
+        body = encode_record(record)
+    except (struct.error, UnicodeEncodeError):  # a header beyond its u16 fields, or no UTF-8
+        body = None
+    count = max(1, -(-len(body) // fragment)) if body is not None else 0
+    if body is None or len(body) > MAX_RECORD or count > 0xFFFF:
+        return [frame(HEADER.pack(topic_id, partition, offset, 0, BY_REFERENCE, 0, *slots))]
     if count == 1:  # the common case, without slicing
         return [frame(HEADER.pack(topic_id, partition, offset, 0, 1, len(body), *slots) + body)]
     return [frame(HEADER.pack(topic_id, partition, offset, i, count, len(body), *slots)
@@ -174,8 +187,9 @@ class Reassembler:
     malformed: int = 0
     evicted: int = 0
 
-    def push(self, frame: bytes) -> tuple[int, int, int, Record] | None:
-        """(topic, partition, offset, record) once the frame completes a record, else None."""
+    def push(self, frame: bytes) -> tuple[int, int, int, Record | None] | None:
+        """(topic, partition, offset, record) once the frame completes a record, else None;
+        the record is None for a by-reference packet (the sender holds the record)."""
         if len(frame) < ETH_IP_UDP + HEADER.size:
             self.malformed += 1
             return None
@@ -187,6 +201,8 @@ class Reassembler:
             self.malformed += 1
             return None
         chunk = frame[start + HEADER.size:]
+        if count == BY_REFERENCE and index == 0 and length == 0 and not chunk:
+            return topic, part, off, None
         if count == 0 or index >= count or length > MAX_RECORD:
             self.malformed += 1
             return None

@@ -77,12 +77,10 @@ def test_large_and_boundary_records(size):
     (Record(-1, 0, None, b"x"), None),  # an offset the header's u64 cannot hold
     (Record(0, 2**63, None, b"x"), None),  # a timestamp beyond i64
     (Record(0, 0, None, b"x", (("\ud800", None),)), None),  # a name UTF-8 cannot encode
-    (Record(0, 0, None, b"x", (("h", None),) * 65536), None),  # too many headers
     (Record(0, 0, None, b"x"), [[-1] + [0] * 7]),  # a slot the header cannot hold
     (Record(0, 0, bytearray(b"k"), b"x"), None),  # not bytes: read as the reference reads it
     (Record(0, 0, None, b"x", [("h", b"v")]), None),
     (Record(0, 0, None, b"x", (["h", b"v"],)), None),
-    (Record(0, 0, None, b"x" * (65535 * 1400)), None),  # more than 65535 fragments
 ])
 def test_what_the_reference_decides(rec, slots):
     assert reframe.frame_records(1, 0, [rec], slots) is None
@@ -90,6 +88,32 @@ def test_what_the_reference_decides(rec, slots):
         reference(1, 0, [rec], slots, 0, reframe.DEFAULT_FRAGMENT)
     except (ValueError, struct.error, UnicodeEncodeError):
         pass  # what the data path then raises, as before
+
+
+@pytest.mark.parametrize("rec", [
+    Record(4, 0, None, b"x", (("h", None),) * 65536),  # too many headers for the encoding
+    Record(4, 0, b"k", bytes(reframe.MAX_RECORD)),  # an encoding past MAX_RECORD
+    Record(4, 0, None, b"x" * (65535 * 1400)),  # more than 65535 fragments
+])
+def test_a_record_the_fragments_cannot_carry_is_one_frame_by_reference(rec):
+    got = reframe.frame_records(1, 0, [rec], [list(range(8))])
+    assert got == reference(1, 0, [rec], [list(range(8))], 0, reframe.DEFAULT_FRAGMENT)
+    frames, lengths, owner = got
+    assert len(frames) == reframe.ETH_IP_UDP + reframe.HEADER.size and owner == bytes(4)
+    assert reframe.Reassembler().push(frames) == (1, 0, 4, None)
+    assert (reframe._native.MAX_RECORD, reframe._native.BY_REFERENCE) == (
+        reframe.MAX_RECORD, reframe.BY_REFERENCE)
+
+
+@pytest.mark.parametrize("size", [(1 << 20) + (1 << 19) - 30, 2 << 20, 90 << 20])
+def test_a_view_receives_a_large_record_either_way(size):
+    value = json.dumps({"sel": 7, "pad": "x" * size}).encode()
+    batches = [(0, 0, [Record(0, 1, None, b'{"sel": 7}'), Record(1, 1, b"k", value)])]
+    native = run(True, batches, only_view=True)
+    assert native == run(False, batches, only_view=True)
+    [out] = native[0]
+    [(port, got)] = out.items()
+    assert [(o, r.key, r.value) for o, r in got] == [(0, None, b'{"sel": 7}'), (1, b"k", value)]
 
 
 def run(native: bool, batches, only_view=False, all_json=False):

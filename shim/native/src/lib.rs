@@ -580,11 +580,13 @@ fn tally_copies(
 /// The interface version shim/native_kafka.py checks at import, so a build from older source
 /// falls back loudly instead of misbehaving: bump both together whenever a function or class
 /// here changes its signature or meaning.
-const ABI_VERSION: u32 = 1;
+const ABI_VERSION: u32 = 2;
 
 #[pymodule(name = "_native")]
 fn camus_shim_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", ABI_VERSION)?;
+    m.add("MAX_RECORD", reframe::MAX_RECORD)?;
+    m.add("BY_REFERENCE", reframe::BY_REFERENCE)?;
     m.add_class::<JsonPaths>()?;
     m.add_function(wrap_pyfunction!(check_records, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;

@@ -8,11 +8,17 @@
 //! slots), and Ethernet/IPv4/UDP around it (IPv4 checksum over the fixed words plus the total
 //! length, UDP checksum 0). The Ethernet/IP/UDP words come from the reference's own framer
 //! (a template frame with an empty payload), so addressing is defined in one place.
-//! Where the reference would raise (a value that does not fit its struct field, more than
-//! 65535 fragments), the binding answers None and the reference runs.
+//! A record larger than `MAX_RECORD`, or one the encoding cannot hold, is one by-reference
+//! frame (fragment count `BY_REFERENCE`, no body), as the reference frames it. Where the
+//! reference would raise (an IPv4 length past 65535), the binding answers None and the
+//! reference runs.
 
 pub const ETH_IP_UDP: usize = 42;
 pub const HEADER: usize = 4 + 4 + 8 + 2 + 2 + 4 + 8 * 8; // 88
+/// `reframe.MAX_RECORD`: the largest record encoding sent in fragments (1.5 MiB).
+pub const MAX_RECORD: usize = (1 << 20) + (1 << 19);
+/// `reframe.BY_REFERENCE`: the fragment count of a record's only frame when it is not in it.
+pub const BY_REFERENCE: u16 = 0;
 
 /// One record's parts, borrowed from the Python objects.
 pub struct Rec<'a> {
@@ -102,20 +108,22 @@ impl Framer {
         lengths: &mut Vec<u8>,
     ) -> Option<usize> {
         self.body.clear();
-        if !encode(r, &mut self.body) {
-            return None;
-        }
+        let encoded = encode(r, &mut self.body);
+        let fragments = self.body.len().div_ceil(self.fragment).max(1);
+        // (frames, the header's fragment count, its body length)
+        let (count, count_field, length) =
+            if !encoded || self.body.len() > MAX_RECORD || fragments > 0xFFFF {
+                self.body.clear(); // by reference: the header alone
+                (1, BY_REFERENCE, 0u32)
+            } else {
+                (fragments, fragments as u16, self.body.len() as u32)
+            };
         let len = self.body.len();
-        let count = len.div_ceil(self.fragment).max(1);
-        if count > 0xFFFF {
-            return None; // the reference raises ValueError
-        }
-        let length = u32::try_from(len).ok()?;
         let mut head = [0u8; HEADER];
         head[0..4].copy_from_slice(&topic.to_be_bytes());
         head[4..8].copy_from_slice(&partition.to_be_bytes());
         head[8..16].copy_from_slice(&r.offset.to_be_bytes());
-        head[18..20].copy_from_slice(&(count as u16).to_be_bytes());
+        head[18..20].copy_from_slice(&count_field.to_be_bytes());
         head[20..24].copy_from_slice(&length.to_be_bytes());
         for (k, s) in slots.iter().enumerate() {
             head[24 + 8 * k..32 + 8 * k].copy_from_slice(&s.to_be_bytes());
@@ -220,7 +228,7 @@ pub fn tally(
             ok = false;
             continue;
         }
-        if index + 1 == count {
+        if count == BY_REFERENCE || index + 1 == count {
             pending[slot] = None;
             deliveries.push((port, j));
         } else {
@@ -246,6 +254,33 @@ mod tests {
         t[22] = 64;
         t[23] = 17;
         t
+    }
+
+    #[test]
+    fn a_record_past_max_record_is_one_frame_by_reference() {
+        let mut f = Framer::new(&template(), 1400).unwrap();
+        let value = vec![7u8; MAX_RECORD + 1];
+        let r = Rec {
+            offset: 9,
+            timestamp: 1,
+            key: None,
+            value: Some(&value),
+            headers: vec![],
+        };
+        let (mut buf, mut lengths) = (Vec::new(), Vec::new());
+        assert_eq!(f.frame(1, 2, &r, &[5; 8], &mut buf, &mut lengths), Some(1));
+        assert_eq!(buf.len(), ETH_IP_UDP + HEADER);
+        let h = &buf[ETH_IP_UDP..];
+        assert_eq!(&h[8..16], &9u64.to_be_bytes());
+        assert_eq!(&h[16..24], &[0, 0, 0, 0, 0, 0, 0, 0]); // index 0, count 0, length 0
+        // a log port that receives it unaltered receives record 0 itself
+        let starts = [0, buf.len()];
+        let mut copies = Vec::new();
+        for w in [0u32, 3, 0, buf.len() as u32] {
+            copies.extend_from_slice(&w.to_le_bytes());
+        }
+        let t = tally(&buf, &starts, &[0], &buf, &copies, &[3], MAX_RECORD as u32);
+        assert_eq!(t.deliveries, Some(vec![(3, 0)]));
     }
 
     #[test]
