@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from compiler.ast import Const, Filter
-from compiler.compile import compile_rules
+from compiler.compile import compile_rules, no_cyclic_gc
 from controller.diff import Changes, diff
 from controller.target import Emitted, Target, TargetError
 from shim import reframe
@@ -199,14 +199,20 @@ class DataPath:
 
     def _prepare(self, subs: list[Subscription], base: dict) -> _Prepared:
         """Compile `subs`, diff against `base` (the entries on the target) and stage the
-        writes: everything but the commit, on whatever thread calls it."""
-        compiled = compile_rules(self.spec, rules_for(self.spec, subs), static=True)
-        assert compiled.pipeline == self.pipeline, "a static pipeline must not depend on rules"
-        changes = diff(base, compiled.entries)
-        try:
-            commit = self.target.stage(self.pipeline, compiled.entries, changes)
-        except TargetError:
-            commit = None  # the commit reloads
+        writes: everything but the commit, on whatever thread calls it.
+
+        All of it builds large acyclic structures (the diagram, the entries, their diff, a
+        staged switch), so the cycle collector is paused throughout, as `compile_rules`
+        pauses it for its own part: a full collection walking them would hold the GIL,
+        and so the event loop, for a second or more."""
+        with no_cyclic_gc():
+            compiled = compile_rules(self.spec, rules_for(self.spec, subs), static=True)
+            assert compiled.pipeline == self.pipeline, "a static pipeline must not depend on rules"
+            changes = diff(base, compiled.entries)
+            try:
+                commit = self.target.stage(self.pipeline, compiled.entries, changes)
+            except TargetError:
+                commit = None  # the commit reloads
         return _Prepared(base, compiled.entries, changes, commit)
 
     def _compiled(self, subs: list[Subscription], epoch: int, future) -> None:
