@@ -81,8 +81,23 @@ class P4RuntimeClient:
         self._requests: queue.Queue = queue.Queue()
         self._responses: queue.Queue = queue.Queue()
         self._stream = None
+        # Set when the StreamChannel ends (the device went away, or `close`): a controller
+        # that must keep the device programmed watches it to reconnect and reinstall.
+        self.stream_ended = threading.Event()
 
     # ---- connection and arbitration ----
+
+    @classmethod
+    def primary(cls, target: str, device_id: int = 1, election_id: int = 1,
+                timeout: float = 10.0) -> "P4RuntimeClient":
+        """A client that has won arbitration (and left nothing open if it did not)."""
+        client = cls(target, device_id, election_id, timeout)
+        try:
+            client.arbitrate()
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     def _election(self) -> p4runtime_pb2.Uint128:
         return p4runtime_pb2.Uint128(high=self.election_id >> 64, low=self.election_id & ((1 << 64) - 1))
@@ -123,6 +138,8 @@ class P4RuntimeClient:
                     self._responses.put(reply)
         except grpc.RpcError as exc:
             self._responses.put(exc)
+        finally:
+            self.stream_ended.set()
 
     def close(self) -> None:
         self._end_stream()
