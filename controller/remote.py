@@ -210,7 +210,11 @@ class RemoteTarget(Target):
     # --- control ----------------------------------------------------------------------
 
     def _connect(self) -> P4RuntimeClient:
-        return P4RuntimeClient.primary(self.address, self.device_id, self.election_id, timeout=2.0)
+        # A short wait to connect: the watchdog tries again every check_interval, so a device
+        # that comes back is found within about that; calls then get the usual patience.
+        client = P4RuntimeClient.primary(self.address, self.device_id, self.election_id, timeout=0.5)
+        client.timeout = 5.0
+        return client
 
     def _device_doc(self, entries: dict) -> dict:
         if self._entries_for is None:
