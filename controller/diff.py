@@ -64,3 +64,15 @@ def diff(old: dict, new: dict) -> Changes:
     changes.set_groups = {g: r for g, r in want_g.items() if have_g.get(g) != r}
     changes.delete_groups = sorted(g for g in have_g if g not in want_g)
     return changes
+
+
+def apply_steps(switch, changes: Changes) -> None:
+    """Write `changes` to an in-process switch (`switch.dataplane.DataPlane`'s insert, modify,
+    delete, set_group and delete_group), in `steps()` order; its EntryError propagates."""
+    for op, item in changes.steps():
+        if op == "set_group":
+            switch.set_group(*item)
+        elif op == "delete_group":
+            switch.delete_group(item)
+        else:
+            getattr(switch, op)(item)
