@@ -93,11 +93,9 @@ def cmd_compile(args) -> int:
             subs = parse_subscriptions(_read_text(Path(args.subscriptions)), spec,
                                        set(topo.hosts), args.subscriptions)
         net = Network(spec, topo, subs, args.policy, args.alpha, args.tree)
-    except (CamusError, TopologyError, OSError) as exc:
+    except (CamusError, TopologyError, OSError, OverflowError) as exc:
+        # OverflowError: more distinct port sets or states than their ids can number.
         print(f"camus net compile: error: {exc}", file=sys.stderr)
-        return 2
-    except OverflowError as exc:
-        print(f"camus net compile: error: too many port sets or states: {exc}", file=sys.stderr)
         return 2
     try:
         net.write(args.out)

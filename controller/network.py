@@ -60,12 +60,13 @@ class Network:
         """`switches`: compile only these (the benchmark on AS-sized graphs); default all."""
         self.spec, self.topo, self.policy, self.alpha, self.tree_kind = \
             spec, topo, policy, alpha, tree
+        switches = list(switches) if switches is not None else None
         self.failed_links: set[frozenset[str]] = set()
         self.failed_switches: set[str] = set()
         self.tree = None if topo.kind == "fattree" else spanning_tree(self._live_graph(), tree)
         subs = list(subscriptions)
         with no_cyclic_gc():
-            self.routing = Routing(topo, subs, policy, alpha, self.tree)
+            self.routing = Routing(topo, subs, policy, alpha, self.tree, switches)
         self.pipeline = compile_rules(spec, [], static=True).pipeline
         self.pipeline_doc = json.loads(document.dumps(self.pipeline))
         self.compiled: dict[str, dict] = {}  # switch -> entries.json
@@ -120,7 +121,8 @@ class Network:
         subs = [Subscription(h, f) for h, c in old.subscriptions.items() for f, n in c.items()
                 for _ in range(n)]
         with no_cyclic_gc():
-            self.routing = Routing(self.topo, subs, self.policy, self.alpha, self.tree)
+            self.routing = Routing(self.topo, subs, self.policy, self.alpha, self.tree,
+                                   list(self.compiled))
         changed = {s for s in self.compiled if frozenset(self.routing.rules(s)) != self.rulesets[s]}
         return self._recompile(changed, fabric, started)
 

@@ -55,7 +55,9 @@ class Routing:
     """Filter sets per switch port for one topology, policy, α and (for graphs) tree."""
 
     def __init__(self, topo: Topology, subscriptions: Iterable[Subscription], policy: str = "tr",
-                 alpha: int = 1, tree: nx.Graph | None = None):
+                 alpha: int = 1, tree: nx.Graph | None = None, only: Iterable[str] | None = None):
+        """`only`: keep filter sets for these switches alone (the others' are never
+        asked for: the AS-sized benchmark compiles a few of thousands of switches)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})")
         if topo.kind != "fattree" and tree is None:
@@ -65,8 +67,8 @@ class Routing:
         if tree is not None:
             self._tree_sides = tree_sides(topo, tree)
         # sides[s][p]: the hosts whose subscriptions port p of s carries (None: `true`).
-        self.sides: dict[str, dict[int, frozenset[str] | None]] = {
-            s: self._sides(s) for s in topo.switches}
+        kept = topo.switches if only is None else [s for s in topo.switches if s in set(only)]
+        self.sides: dict[str, dict[int, frozenset[str] | None]] = {s: self._sides(s) for s in kept}
         # Which (switch, port) carry a host's subscriptions, found once.
         self.carriers: dict[str, list[tuple[str, int]]] = {h: [] for h in topo.hosts}
         for s, ports in self.sides.items():
