@@ -1,0 +1,165 @@
+"""`camus net ...`: a network of switches compiled from one subscription set, and run.
+
+`camus net compile` writes DIR/network.json (switches, layers, links with port numbers,
+hosts), one pipeline directory per switch (DIR/switches/NAME/, as `camus compile --out`
+writes, so `camus switch run` and `camus eval` work on each) and DIR/stats.json.
+`camus net run` forwards pcaps injected at hosts through every switch of DIR in this
+process (`controller.network.Fabric`) and writes what each host received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from compiler.errors import CamusError
+
+DEFAULT_TREE = "mst++"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("net", help="compile and run networks of switches",
+                                   description="Routing on networks of switches (docs/routing.md).")
+    sub = parser.add_subparsers(dest="net_command", metavar="SUBCOMMAND")
+    sub.required = True
+    c = sub.add_parser("compile", help="compile subscriptions into every switch of a network",
+                       description="Compute each switch port's filter set (policy MR or TR on a fat "
+                                   "tree, a spanning tree on a general graph), compile each "
+                                   "switch's rules, and write the network to --out.")
+    c.add_argument("spec", help="annotated P4_16 header spec, e.g. p4/itch/itch.p4")
+    c.add_argument("subscriptions", help="one subscription a line: `HOST: FILTER`; # comments")
+    where = c.add_mutually_exclusive_group(required=True)
+    where.add_argument("--topology", metavar="fattree:K", help="a k-ary fat tree, e.g. fattree:4")
+    where.add_argument("--graph", metavar="FILE", help="a graph file: `A B` links, `host H A`")
+    c.add_argument("--tree", choices=("mst", "mst++"), default=DEFAULT_TREE,
+                   help=f"spanning tree for --graph (default {DEFAULT_TREE})")
+    c.add_argument("--policy", choices=("mr", "tr"), default="tr",
+                   help="fat tree up-port policy: mr = memory (up is `true`), tr = traffic "
+                        "(default; general graphs always route as tr)")
+    c.add_argument("--alpha", type=_positive, default=1, metavar="N",
+                   help="round constants on ports that lead to switches to multiples of N "
+                        "(default 1: exact)")
+    c.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    c.set_defaults(func=cmd_compile)
+
+    r = sub.add_parser("run", help="run pcaps through a compiled network in this process",
+                       description="Inject each pcap's frames at a host (they enter its access "
+                                   "switch), forward hop by hop, and write OUT/HOST.pcap for "
+                                   "every host that received anything and OUT/links.json.")
+    r.add_argument("--net", required=True, metavar="DIR", help="directory written by camus net compile")
+    r.add_argument("--inject", action="append", required=True, metavar="HOST=IN.pcap",
+                   help="frames sent by HOST; repeatable (files run in the order given)")
+    r.add_argument("--out-dir", required=True, metavar="OUT")
+    r.add_argument("--impl", choices=("native", "python"), default="native",
+                   help="data-plane implementation (default native)")
+    r.set_defaults(func=cmd_run)
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("alpha must be at least 1")
+    return n
+
+
+def load_topology(args):
+    from controller.topology import TopologyError, fat_tree, parse_graph
+
+    if args.topology:
+        kind, _, k = args.topology.partition(":")
+        if kind != "fattree" or not k.isdigit():
+            raise TopologyError(f"--topology {args.topology!r}: expected fattree:K")
+        return fat_tree(int(k))
+    return parse_graph(Path(args.graph).read_text(), args.graph)
+
+
+def cmd_compile(args) -> int:
+    from compiler.cli import _read_text
+    from compiler.compile import no_cyclic_gc
+    from compiler.spec import parse_spec
+    from controller.network import Network
+    from controller.subscriptions import parse_subscriptions
+    from controller.topology import TopologyError
+
+    try:
+        spec = parse_spec(_read_text(Path(args.spec)), name=Path(args.spec).stem, source=args.spec)
+        topo = load_topology(args)
+        with no_cyclic_gc():
+            subs = parse_subscriptions(_read_text(Path(args.subscriptions)), spec,
+                                       set(topo.hosts), args.subscriptions)
+        net = Network(spec, topo, subs, args.policy, args.alpha, args.tree)
+    except (CamusError, TopologyError, OSError, OverflowError) as exc:
+        # OverflowError: more distinct port sets or states than their ids can number.
+        print(f"camus net compile: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        net.write(args.out)
+    except OSError as exc:
+        print(f"camus net compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 2
+    s = net.summary()
+    layers = ", ".join(f"{layer} {v['entries']} (max {v['max']})"
+                       for layer, v in s["entries"]["per_layer"].items())
+    print(f"{s['subscriptions']} subscriptions, {len(topo.switches)} switches -> "
+          f"{s['entries']['total']} entries ({layers}) in {s['compile_seconds']['total']:.2f} s; "
+          f"wrote {args.out}/network.json, stats.json, switches/", file=sys.stderr)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from controller.network import Fabric, RoutingLoop
+    from switch.pcap import PcapError, PcapReader, PcapWriter
+
+    injects = []
+    for text in args.inject:
+        host, eq, path = text.partition("=")
+        if not eq or not host or not path:
+            print(f"camus net run: error: --inject {text!r}: expected HOST=IN.pcap", file=sys.stderr)
+            return 2
+        injects.append((host, path))
+    try:
+        fabric = Fabric.load(args.net, args.impl)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"camus net run: error: cannot load {args.net}: {exc}", file=sys.stderr)
+        return 2
+    for host, _ in injects:
+        if host not in fabric.topo.hosts:
+            print(f"camus net run: error: no host {host!r} in {args.net}", file=sys.stderr)
+            return 2
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    writers: dict[str, tuple] = {}
+    sent = delivered = 0
+    try:
+        for host, path in injects:
+            with open(path, "rb") as fh:
+                reader = PcapReader(fh)
+                for record in reader:
+                    sent += 1
+                    for dest, frame in fabric.inject(host, record.data):
+                        delivered += 1
+                        if dest not in writers:
+                            stream = open(out / f"{dest}.pcap", "wb")
+                            writers[dest] = (stream, PcapWriter(stream, reader.nanoseconds))
+                        writers[dest][1].write(frame, record.seconds, record.fraction)
+                if reader.truncated:
+                    print(f"camus net run: {path}: {reader.truncated}; the records before it "
+                          "were sent", file=sys.stderr)
+    except (OSError, PcapError) as exc:
+        print(f"camus net run: error: {exc}", file=sys.stderr)
+        return 2
+    except RoutingLoop as exc:
+        print(f"camus net run: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for stream, _ in writers.values():
+            stream.close()
+    (out / "links.json").write_text(json.dumps(fabric.links_json(), indent=2) + "\n")
+    print(f"{sent} frames sent, {delivered} delivered to {len(writers)} hosts; "
+          f"wrote {out}/links.json", file=sys.stderr)
+    return 0
