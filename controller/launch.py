@@ -119,11 +119,12 @@ class Namespace:
                 outer, inner = self.outer(n), self.inner(n)
                 _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
                 _run("ip", "link", "set", inner, "netns", self.name)
-                for where in ((), ("-n", self.name)):
-                    name = inner if where else outer
-                    # No IPv6 on either end: no router solicitations among the frames.
-                    _run("ip", *where, "link", "set", name, "mtu", "9000", "up")
+                # No IPv6 on either end, set before the link is up: no router solicitations
+                # or MLD reports among the frames.
                 _quiet_ipv6(outer)
+                _run(*self.exec(), "sysctl", "-qw", f"net.ipv6.conf.{inner}.disable_ipv6=1")
+                for where in ((), ("-n", self.name)):
+                    _run("ip", *where, "link", "set", inner if where else outer, "mtu", "9000", "up")
         except BaseException:
             self.close()
             raise
