@@ -15,8 +15,9 @@ an in-process shadow of what it wrote (`controller.embedded.EmbeddedTarget` hold
 same entries), so for every send it knows which copies, byte for byte, each port is owed:
 per subscription, which (topic, partition, offset, fragment) must come back. A copy that
 comes back is matched to the oldest send owed it; a send is reported once every copy it is
-owed came back, or, when `loss_timeout` passes first, with the missing copies repaired
-from the shadow, which holds the records the broker sent, that is, the source log (counted
+owed came back, or, once it is `loss_timeout` old and no owed copy at all has come back for
+`loss_timeout` (a device still working through a burst is not losing it), with the missing
+copies repaired from the shadow, which holds the records the broker sent, that is, the source log (counted
 in `stats.repaired` and logged). Reports go out in send order whatever order copies
 arrive in, so a consumer never misses a record because a packet was lost, and sees records
 in offset order. A copy nobody is owed (a device running stale entries) is counted in
@@ -151,7 +152,11 @@ class InterfaceIO:
 
     def recv(self, sock: socket.socket) -> bytes | None:
         data, addr = sock.recvfrom(MAX_DATAGRAM)
-        return None if addr[2] == self.PACKET_OUTGOING else data  # our own frames, seen leaving
+        if addr[2] == self.PACKET_OUTGOING:
+            return None  # our own frames, seen leaving
+        # The kernel's own frames on a fresh link (IPv6 neighbour discovery, ARP) are not
+        # the device's copies: those are all IPv4.
+        return data if data[12:14] == b"\x08\x00" else None
 
     def where(self, port: int) -> str:
         return f"interface {self.ifname(port)}"
