@@ -54,7 +54,7 @@ from controller.diff import Changes, diff, patch
 from controller.embedded import REBUILD_AT, EmbeddedTarget
 from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
-from controller.target import Emitted, Target, TargetError
+from controller.target import Emitted, Target, TargetError, TargetUnavailable
 from p4rt.entries import multicast_entry, table_entry
 from p4rt.index import P4InfoIndex
 from p4rt.p4info import build_p4info
@@ -253,7 +253,8 @@ class RemoteTarget(Target):
                 raise TargetError(f"{self.address}: {exc}") from exc
             except DOWN as exc:
                 if self._watchdog is None:  # never reached: nothing to run on
-                    raise TargetError(f"{self.address}: cannot program the device: {exc}") from exc
+                    why = (exc.details() if isinstance(exc, grpc.RpcError) else str(exc)) or "no answer"
+                    raise TargetUnavailable(f"no P4Runtime device at {self.address}: {why}") from exc
                 self._stale = True
                 log.warning("%s unreachable; the watchdog reinstalls when it is back: %s",
                             self.address, exc)
@@ -531,7 +532,7 @@ class LaunchedTarget(RemoteTarget):
             log.warning("the device process exited; starting it again")
             try:
                 self.device.start()
-            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            except (OSError, TargetUnavailable, subprocess.SubprocessError) as exc:
                 log.error("cannot restart the device: %s", exc)
 
     def close(self) -> None:

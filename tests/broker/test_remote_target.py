@@ -297,3 +297,15 @@ def test_a_device_the_broker_started_is_started_again_when_it_dies():
         assert t.stats.received > received
     finally:
         b.stop()
+
+
+def test_a_remote_target_that_cannot_start_is_one_clear_line():
+    from .test_user_facing import camus, one_line_error
+
+    one_line_error(camus("serve", "--listen", "127.0.0.1:0", "--target",
+                         "p4runtime://127.0.0.1:1?io=udp:127.0.0.1:9,127.0.0.1:20000"),
+                   "no P4Runtime device at 127.0.0.1:1")
+    one_line_error(camus("serve", "--target", "p4runtime://127.0.0.1:1"), "io=")
+    one_line_error(camus("serve", "--target", "p4runtime://127.0.0.1:1?io=udp:x,y&x=1"), "unknown parameter")
+    if bmv2_missing():
+        one_line_error(camus("serve", "--listen", "127.0.0.1:0", "--target", "bmv2"), "not on PATH")
