@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from controller.target import TargetUnavailable
+
 REPO = Path(__file__).resolve().parents[1]
 READY_SECONDS = 30.0
 
@@ -88,7 +90,7 @@ class SwitchProcess:
                 self.ingress = (host, int(port))
                 return
         self.stop()
-        raise RuntimeError(f"camus switch serve did not start: {' | '.join(lines) or 'no output'}")
+        raise TargetUnavailable(f"camus switch serve did not start: {' | '.join(lines) or 'no output'}")
 
     def exited(self) -> bool:
         return self.proc is None or self.proc.poll() is not None
@@ -102,7 +104,7 @@ class SwitchProcess:
 def _run(*cmd: str) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {done.stderr.strip() or done.returncode}")
+        raise TargetUnavailable(f"{' '.join(cmd)}: {done.stderr.strip() or done.returncode}")
 
 
 class Namespace:
@@ -119,11 +121,12 @@ class Namespace:
                 outer, inner = self.outer(n), self.inner(n)
                 _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
                 _run("ip", "link", "set", inner, "netns", self.name)
-                for where in ((), ("-n", self.name)):
-                    name = inner if where else outer
-                    # No IPv6 on either end: no router solicitations among the frames.
-                    _run("ip", *where, "link", "set", name, "mtu", "9000", "up")
+                # No IPv6 on either end, set before the link is up: no router solicitations
+                # or MLD reports among the frames.
                 _quiet_ipv6(outer)
+                _run(*self.exec(), "sysctl", "-qw", f"net.ipv6.conf.{inner}.disable_ipv6=1")
+                for where in ((), ("-n", self.name)):
+                    _run("ip", *where, "link", "set", inner if where else outer, "mtu", "9000", "up")
         except BaseException:
             self.close()
             raise
@@ -183,7 +186,7 @@ class _NamespacedDevice:
                 return
             time.sleep(0.05)
         self.log.seek(0)
-        raise RuntimeError(f"{self.command()[0]} did not start: {self.log.read()[-2000:]}")
+        raise TargetUnavailable(f"{self.command()[0]} did not start: {self.log.read()[-2000:]}")
 
     def exited(self) -> bool:
         return self.proc is None or self.proc.poll() is not None
@@ -226,7 +229,7 @@ class Bmv2Process(_NamespacedDevice):
     def __init__(self) -> None:
         why = bmv2_missing()
         if why:
-            raise RuntimeError(f"--target bmv2: {why}")
+            raise TargetUnavailable(f"{why} (neither is in a package registry; install p4c and bmv2)")
         super().__init__()
 
     def config(self, pipeline):
@@ -242,7 +245,7 @@ class Bmv2Process(_NamespacedDevice):
                                "-o", str(program), str(out / "program.p4")],
                               capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
-            raise RuntimeError(f"p4c-bm2-ss: {done.stderr.strip()}")
+            raise TargetUnavailable(f"p4c-bm2-ss: {done.stderr.strip()}")
         return TargetConfig.from_files(p4info, program)
 
     @staticmethod

@@ -15,8 +15,9 @@ an in-process shadow of what it wrote (`controller.embedded.EmbeddedTarget` hold
 same entries), so for every send it knows which copies, byte for byte, each port is owed:
 per subscription, which (topic, partition, offset, fragment) must come back. A copy that
 comes back is matched to the oldest send owed it; a send is reported once every copy it is
-owed came back, or, when `loss_timeout` passes first, with the missing copies repaired
-from the shadow, which holds the records the broker sent, that is, the source log (counted
+owed came back, or, once it is `loss_timeout` old and no owed copy at all has come back for
+`loss_timeout` (a device still working through a burst is not losing it), with the missing
+copies repaired from the shadow, which holds the records the broker sent, that is, the source log (counted
 in `stats.repaired` and logged). Reports go out in send order whatever order copies
 arrive in, so a consumer never misses a record because a packet was lost, and sees records
 in offset order. A copy nobody is owed (a device running stale entries) is counted in
@@ -50,10 +51,10 @@ from typing import Any
 import grpc
 
 from controller.diff import Changes, diff, patch
-from controller.embedded import EmbeddedTarget
+from controller.embedded import REBUILD_AT, EmbeddedTarget
 from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
-from controller.target import Emitted, Target, TargetError
+from controller.target import Emitted, Target, TargetError, TargetUnavailable
 from p4rt.entries import multicast_entry, table_entry
 from p4rt.index import P4InfoIndex
 from p4rt.p4info import build_p4info
@@ -151,7 +152,11 @@ class InterfaceIO:
 
     def recv(self, sock: socket.socket) -> bytes | None:
         data, addr = sock.recvfrom(MAX_DATAGRAM)
-        return None if addr[2] == self.PACKET_OUTGOING else data  # our own frames, seen leaving
+        if addr[2] == self.PACKET_OUTGOING:
+            return None  # our own frames, seen leaving
+        # The kernel's own frames on a fresh link (IPv6 neighbour discovery, ARP) are not
+        # the device's copies: those are all IPv4.
+        return data if data[12:14] == b"\x08\x00" else None
 
     def where(self, port: int) -> str:
         return f"interface {self.ifname(port)}"
@@ -203,6 +208,7 @@ class RemoteTarget(Target):
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._pending: deque[_Pending] = deque()
         self._lock = threading.Lock()  # _pending and the stats the I/O thread writes
+        self._progress = 0.0  # when an owed copy last came back: the device is still at work
         self._io = threading.Thread(target=self._read_ports, name="camus-remote-io", daemon=True)
         self._io.start()
         self._watchdog: threading.Thread | None = None
@@ -247,7 +253,8 @@ class RemoteTarget(Target):
                 raise TargetError(f"{self.address}: {exc}") from exc
             except DOWN as exc:
                 if self._watchdog is None:  # never reached: nothing to run on
-                    raise TargetError(f"{self.address}: cannot program the device: {exc}") from exc
+                    why = (exc.details() if isinstance(exc, grpc.RpcError) else str(exc)) or "no answer"
+                    raise TargetUnavailable(f"no P4Runtime device at {self.address}: {why}") from exc
                 self._stale = True
                 log.warning("%s unreachable; the watchdog reinstalls when it is back: %s",
                             self.address, exc)
@@ -258,12 +265,17 @@ class RemoteTarget(Target):
 
     def apply(self, changes: Changes) -> None:
         self.shadow.apply(changes)  # TargetError if refused: nothing is written to the device
+        self._write(patch(self.desired, changes), changes)
+
+    def _write(self, entries: dict, changes: Changes) -> None:
+        """Make `entries` the desired state and write `changes` (from the old one) to the
+        device; while it is away, leave everything to the watchdog."""
         with self._control:
-            old, self.desired = self.desired, patch(self.desired, changes)
+            old, self.desired = self.desired, entries
             if self._stale or self.client is None:
                 return  # the device is away: the watchdog writes everything when it is back
             if self._entries_for is not None:
-                changes = diff(self._device_doc(old), self._device_doc(self.desired))
+                changes = diff(self._device_doc(old), self._device_doc(entries))
             had = {g["id"] for g in self._device_doc(old).get("multicast_groups", ())}
             try:
                 self.client.write(self._updates(changes, had))
@@ -273,6 +285,19 @@ class RemoteTarget(Target):
             except DOWN as exc:
                 self._stale = True
                 log.warning("%s: write failed (%s); the watchdog rewrites every entry", self.address, exc)
+
+    def stage(self, pipeline, entries: dict, changes: Changes):
+        """A large diff is written on the caller's (worker) thread: encoding and writing
+        365,000 entries takes the device seconds, which must not be the event loop's. The
+        device then holds the new entries before the commit, which only swaps the shadow in;
+        copies of frames sent in between meet the new entries, and the data path judges
+        them by the subscriptions of their send (at worst a copy is repaired or dropped as
+        unexpected). A small diff is written by the commit (`apply`)."""
+        if len(changes) < REBUILD_AT:
+            return super().stage(pipeline, entries, changes)
+        swap_shadow = self.shadow.stage(pipeline, entries, changes)  # TargetError if refused
+        self._write(entries, changes)
+        return swap_shadow
 
     def _updates(self, changes: Changes, had_groups: set[int]) -> list:
         def group(gid: int, replicas) -> p4runtime_pb2.Entity:
@@ -395,8 +420,13 @@ class RemoteTarget(Target):
         left = sum(owed.values())
         pending = _Pending(token, emitted, owed, left, time.monotonic() + self.loss_timeout, loop)
         with self._lock:
+            # Nothing owed and nothing before it: reported without waiting for the device, but
+            # still behind every report the I/O thread has handed to the loop (they are in the
+            # loop's queue already: `_report_ready` hands them over under this lock).
             inline = left == 0 and not self._pending
-            if not inline:
+            if inline and loop is not None:
+                loop.call_soon(self.receiver, token, emitted)
+            elif not inline:
                 self._pending.append(pending)
         at = 0
         for n in struct.unpack(f"<{len(lengths) // 4}I", lengths):
@@ -407,7 +437,8 @@ class RemoteTarget(Target):
             at += n
         self.stats.sent += len(lengths) // 4
         if inline:
-            self.receiver(token, emitted)
+            if loop is None:
+                self.receiver(token, emitted)
             return
         self._wake_w.send(b"x")
         if loop is None:  # a caller without an event loop waits for its report here
@@ -417,7 +448,8 @@ class RemoteTarget(Target):
     def _read_ports(self) -> None:
         while not self._closed.is_set():
             with self._lock:
-                head = self._pending[0].deadline if self._pending else None
+                head = (max(self._pending[0].deadline, self._progress + self.loss_timeout)
+                        if self._pending else None)
             wait = 0.2 if head is None else max(0.0, min(0.2, head - time.monotonic()))
             for key, _ in self._selector.select(wait):
                 if key.data is None:
@@ -444,6 +476,7 @@ class RemoteTarget(Target):
                         p.owed[key] -= 1
                         p.left -= 1
                         self.stats.received += 1
+                        self._progress = time.monotonic()
                         break
                 else:
                     self.stats.unexpected += 1
@@ -451,19 +484,20 @@ class RemoteTarget(Target):
     def _report_ready(self) -> None:
         """Hand over, in send order, every send whose copies are all back or overdue."""
         now = time.monotonic()
-        ready = []
         with self._lock:
-            while self._pending and (self._pending[0].left == 0 or self._pending[0].deadline <= now):
+            # Overdue: nothing owed came back for loss_timeout, and the send is that old. A
+            # device working through a burst keeps every send behind it waiting.
+            quiet = now - self._progress >= self.loss_timeout
+            while self._pending and (self._pending[0].left == 0
+                                     or (self._pending[0].deadline <= now and quiet)):
                 p = self._pending.popleft()
                 if p.left:
                     self.stats.repaired += p.left
                     log.warning("%d cop%s lost between broker and device: repaired from the source",
                                 p.left, "y" if p.left == 1 else "ies")
-                ready.append(p)
-        for p in ready:
-            if p.loop is None:
-                p.done.set()
-            else:
+                if p.loop is None:
+                    p.done.set()
+                    continue
                 try:
                     p.loop.call_soon_threadsafe(self.receiver, p.token, p.emitted)
                 except RuntimeError:
@@ -498,7 +532,7 @@ class LaunchedTarget(RemoteTarget):
             log.warning("the device process exited; starting it again")
             try:
                 self.device.start()
-            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            except (OSError, TargetUnavailable, subprocess.SubprocessError) as exc:
                 log.error("cannot restart the device: %s", exc)
 
     def close(self) -> None:

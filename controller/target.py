@@ -52,6 +52,11 @@ class TargetError(Exception):
     `load` with the whole state is the way back."""
 
 
+class TargetUnavailable(Exception):
+    """The target cannot be started or reached (a remote device that is not there, a tool
+    that is not installed): `camus serve` says so in one line and exits."""
+
+
 @dataclass(frozen=True)
 class Emitted:
     """What one send made the egress ports emit: the copies back to back in `buf`, and

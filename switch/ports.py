@@ -197,6 +197,7 @@ class InterfacePort(Port):
         except OSError as exc:
             self.sock.close()
             raise PortError(f"port {number}: no interface {ifname!r}: {exc}") from None
+        grow_receive_buffer(self.sock)
         self.sock.settimeout(POLL_SECONDS)
 
     def send(self, frame: bytes) -> None:

@@ -11,7 +11,9 @@ device loses entries behind the controller's back (found by read-back and rewrit
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +27,7 @@ from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from controller.p4runtime_client import P4RuntimeClient  # noqa: E402
 from controller.push import read_state  # noqa: E402
-from controller.launch import egress_base  # noqa: E402
+from controller.launch import bmv2_missing, egress_base  # noqa: E402
 from p4rt.index import P4InfoIndex  # noqa: E402
 from p4rt.protos import p4runtime_pb2  # noqa: E402
 from .conftest import REPO, InProcess, unique, wait_until  # noqa: E402
@@ -124,10 +126,28 @@ def source_and_view(b: InProcess, filter: str, partitions: int = 2) -> tuple[str
     return src, view
 
 
-def test_views_and_group_members_through_camus_switch_serve():
-    """`--target switch`: the broker starts the device; records reach the view through it
+def _namespaces_missing() -> str | None:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return "network namespaces and veth pairs need root and iproute2's ip"
+    return None
+
+
+DEVICES = [
+    pytest.param("switch", id="switch"),
+    # bmv2's plumbing (a private network namespace, veth pairs, AF_PACKET) with camus's switch.
+    pytest.param("switch-veth", id="switch-veth",
+                 marks=pytest.mark.skipif(bool(_namespaces_missing()), reason=str(_namespaces_missing()))),
+    pytest.param("bmv2", id="bmv2", marks=pytest.mark.skipif(
+        bool(bmv2_missing() or _namespaces_missing()),
+        reason=f"--target bmv2: {bmv2_missing() or _namespaces_missing()} (not installable here)")),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_views_and_group_members_through_the_device(device):
+    """`--target DEVICE`: the broker starts the device; records reach the view through it
     (and the consumer group's member port, subscribed while it reads)."""
-    b = InProcess(target="switch")
+    b = InProcess(target=device)
     try:
         src, view = source_and_view(b, "n >= 20")
         produce(b.bootstrap, src, range(40))
@@ -277,3 +297,15 @@ def test_a_device_the_broker_started_is_started_again_when_it_dies():
         assert t.stats.received > received
     finally:
         b.stop()
+
+
+def test_a_remote_target_that_cannot_start_is_one_clear_line():
+    from .test_user_facing import camus, one_line_error
+
+    one_line_error(camus("serve", "--listen", "127.0.0.1:0", "--target",
+                         "p4runtime://127.0.0.1:1?io=udp:127.0.0.1:9,127.0.0.1:20000"),
+                   "no P4Runtime device at 127.0.0.1:1")
+    one_line_error(camus("serve", "--target", "p4runtime://127.0.0.1:1"), "io=")
+    one_line_error(camus("serve", "--target", "p4runtime://127.0.0.1:1?io=udp:x,y&x=1"), "unknown parameter")
+    if bmv2_missing():
+        one_line_error(camus("serve", "--listen", "127.0.0.1:0", "--target", "bmv2"), "not on PATH")
