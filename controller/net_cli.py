@@ -56,6 +56,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="data-plane implementation (default native)")
     r.set_defaults(func=cmd_run)
 
+    u = sub.add_parser("up", help="the network as processes in Mininet (root; Debian's mininet)",
+                       description="One `camus switch serve --fabric` per switch, programmed over "
+                                   "P4Runtime; hosts in their own namespaces. With --inject: send, "
+                                   "capture on every host, write --out-dir, and stop; without: "
+                                   "stay up until SIGINT/SIGTERM or `camus net down`.")
+    u.add_argument("--net", required=True, metavar="DIR", help="directory written by camus net compile")
+    u.add_argument("--inject", action="append", default=[], metavar="HOST=IN.pcap")
+    u.add_argument("--out-dir", metavar="OUT", help="with --inject: OUT/HOST.pcap per receiving host")
+    u.add_argument("--settle", type=float, default=2.0, metavar="S",
+                   help="seconds to wait after the last frame is sent (default 2)")
+    u.add_argument("--impl", choices=("native", "python"), default="native")
+    u.set_defaults(func=cmd_up)
+    d = sub.add_parser("down", help="stop what `camus net up --net DIR` started")
+    d.add_argument("--net", required=True, metavar="DIR")
+    d.set_defaults(func=cmd_down)
+
 
 def _positive(text: str) -> int:
     try:
@@ -115,13 +131,9 @@ def cmd_run(args) -> int:
     from controller.network import Fabric, RoutingLoop
     from switch.pcap import PcapError, PcapReader, PcapWriter
 
-    injects = []
-    for text in args.inject:
-        host, eq, path = text.partition("=")
-        if not eq or not host or not path:
-            print(f"camus net run: error: --inject {text!r}: expected HOST=IN.pcap", file=sys.stderr)
-            return 2
-        injects.append((host, path))
+    injects = _injects(args.inject, "run")
+    if injects is None:
+        return 2
     try:
         fabric = Fabric.load(args.net, args.impl)
     except (OSError, ValueError, KeyError) as exc:
@@ -163,3 +175,89 @@ def cmd_run(args) -> int:
     print(f"{sent} frames sent, {delivered} delivered to {len(writers)} hosts; "
           f"wrote {out}/links.json", file=sys.stderr)
     return 0
+
+
+def _injects(texts: list[str], command: str) -> list[tuple[str, str]] | None:
+    out = []
+    for text in texts:
+        host, eq, path = text.partition("=")
+        if not eq or not host or not path:
+            print(f"camus net {command}: error: --inject {text!r}: expected HOST=IN.pcap",
+                  file=sys.stderr)
+            return None
+        out.append((host, path))
+    return out
+
+
+def cmd_up(args) -> int:
+    import os
+    import signal
+    import threading
+
+    from controller.emulation import Emulation, EmulationError
+
+    injects = _injects(args.inject, "up")
+    if injects is None:
+        return 2
+    if injects and not args.out_dir:
+        print("camus net up: error: --inject needs --out-dir", file=sys.stderr)
+        return 2
+    try:
+        emulation = Emulation(args.net, args.impl)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"camus net up: error: cannot load {args.net}: {exc}", file=sys.stderr)
+        return 2
+    unknown = [h for h, _ in injects if h not in emulation.topo.hosts]
+    if unknown:
+        print(f"camus net up: error: no host {unknown[0]!r} in {args.net}", file=sys.stderr)
+        return 2
+    pid_file = Path(args.net) / "up.pid"
+    try:
+        emulation.start()
+        print(f"up: {len(emulation.topo.switches)} switches, {len(emulation.topo.hosts)} hosts",
+              flush=True)
+        if injects:
+            counts = emulation.exchange(injects, args.out_dir, args.settle)
+            print(f"received: {sum(counts.values())} frames at {len(counts)} hosts; "
+                  f"wrote {args.out_dir}", file=sys.stderr)
+            return 0
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        pid_file.write_text(f"{os.getpid()}\n")
+        print("ready", flush=True)
+        while not stop.wait(0.5):
+            pass
+        return 0
+    except EmulationError as exc:
+        print(f"camus net up: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        emulation.stop()
+        if pid_file.exists() and pid_file.read_text().strip() == str(os.getpid()):
+            pid_file.unlink()
+
+
+def cmd_down(args) -> int:
+    import os
+    import signal
+    import time
+
+    pid_file = Path(args.net) / "up.pid"
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        print(f"camus net down: error: nothing of {args.net} is up (no {pid_file})", file=sys.stderr)
+        return 2
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pid_file.unlink(missing_ok=True)
+        print(f"camus net down: {args.net} was not up (stale {pid_file} removed)", file=sys.stderr)
+        return 0
+    for _ in range(120):  # the network stops its switches and removes its links
+        if not pid_file.exists():
+            return 0
+        time.sleep(0.25)
+    print(f"camus net down: process {pid} did not stop in 30 s", file=sys.stderr)
+    return 1

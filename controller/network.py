@@ -8,18 +8,16 @@ switch failing on a general graph) recompile only the switches whose rule sets c
 write only the differing entries (`controller.diff`); each returns a `ChangeReport`.
 
 `Fabric` is the network running in one process: one software switch (`switch.dataplane`)
-per switch, and packets forwarded hop by hop. What a switch's pipeline cannot know, the
-fabric does at each switch's egress, as a P4 program's egress or the switch's port
-configuration would: a copy for the ingress port is dropped; a copy for the logical up
-port (`UP_PORT`) leaves by one physical up port chosen by a CRC-32 of the frame, and is
-dropped if the packet came in on an up port (it never goes up again).
+per switch, and packets forwarded hop by hop. What a switch's pipeline cannot know (its
+ingress port, which up port to take) is decided at each switch's egress by
+`switch.fabric_egress.FabricEgress`, as `camus switch serve --fabric` does for a switch
+running as a process.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from controller.spanning import spanning_tree
 from controller.topology import Topology
 from pipeline import document, entries as entries_json
 from switch import dataplane
+from switch.fabric_egress import FabricEgress
 
 NETWORK_VERSION = 1
 
@@ -198,7 +197,8 @@ class Fabric:
 
     def __init__(self, topo: Topology, pipeline: dict, entries: dict[str, dict],
                  impl: str = "native", up_port: int = UP_PORT):
-        self.topo, self.up_port = topo, up_port
+        self.topo = topo
+        self.egress = {s: FabricEgress(topo.up.get(s, ()), up_port) for s in topo.switches}
         self.switches = {s: dataplane.load(pipeline, entries.get(s), impl=impl) for s in topo.switches}
         self.links: dict[tuple[str, str], list[int]] = {}  # (from, to) -> [packets, bytes]
 
@@ -235,14 +235,9 @@ class Fabric:
             s, in_port, data, hops = todo.popleft()
             if hops >= limit:
                 raise RoutingLoop(f"a packet from {host} passed {hops} switches (at {s})")
-            up = self.topo.up.get(s, ())
+            egress = self.egress[s]
             for port, copy in self.switches[s].process(data, in_port):
-                if port == self.up_port and up:
-                    if in_port in up:
-                        continue  # came down or across from above: never up again
-                    port = up[zlib.crc32(copy) % len(up)]
-                if port == in_port:
-                    continue  # never back out the way it came
+                port = egress.port(in_port, port, copy)  # ingress, up and never-up-again
                 peer = self.topo.ports[s].get(port)
                 if peer is None:
                     continue  # a port with nothing attached (a failed link's)
