@@ -53,3 +53,29 @@ def test_net_up_agrees_with_net_run(tmp_path):
     assert run_files and run_files == up_files
     for name in run_files:
         assert frames(tmp_path / "up" / name) == frames(tmp_path / "run" / name), name
+
+
+def test_net_up_stays_up_until_net_down(tmp_path):
+    subs = tmp_path / "subs.txt"
+    subs.write_text("h0: price > 5\n")
+    net = tmp_path / "net"
+    assert main(["net", "compile", str(ROOT / "p4/itch/itch.p4"), str(subs), "--topology", "fattree:2",
+                 "--out", str(net)]) == 0
+    up = subprocess.Popen([sys.executable, "-m", "camus", "net", "up", "--net", str(net)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in up.stdout:
+            lines.append(line.strip())
+            if line.strip() == "ready":
+                break
+        assert lines[-1] == "ready", (lines, up.stderr.read())
+        assert (net / "up.pid").read_text().strip() == str(up.pid)
+        assert main(["net", "down", "--net", str(net)]) == 0
+        assert up.wait(60) == 0
+        assert not (net / "up.pid").exists()
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    assert main(["net", "down", "--net", str(net)]) == 2  # nothing is up any more
