@@ -55,8 +55,11 @@ class Network:
 
     def __init__(self, spec: Spec, topo: Topology, subscriptions: Iterable[Subscription],
                  policy: str = "tr", alpha: int = 1, tree: str = "mst++",
-                 switches: Iterable[str] | None = None):
-        """`switches`: compile only these (the benchmark on AS-sized graphs); default all."""
+                 switches: Iterable[str] | None = None,
+                 compiled: dict[str, tuple[dict, dict]] | None = None):
+        """`switches`: compile only these (the benchmark on AS-sized graphs); default all.
+        `compiled`: per switch, the (entries.json, stats) it already holds (a network read
+        back from its directory, `load`): nothing is compiled then."""
         self.spec, self.topo, self.policy, self.alpha, self.tree_kind = \
             spec, topo, policy, alpha, tree
         switches = list(switches) if switches is not None else None
@@ -73,8 +76,26 @@ class Network:
         self.rulesets: dict[str, frozenset] = {}
         started = time.perf_counter()
         for s in (switches if switches is not None else topo.switches):
-            self._compile(s)
+            if compiled is not None:
+                self.compiled[s], self.stats[s] = compiled[s]
+            else:
+                self._compile(s)
         self.compile_seconds = time.perf_counter() - started
+
+    @classmethod
+    def load(cls, directory: str | Path, spec: Spec, subscriptions: Iterable[Subscription]) -> "Network":
+        """The network `write` wrote to `directory`, holding the entries written there, with
+        the subscriptions it was compiled from (recompiling nothing)."""
+        d = Path(directory)
+        doc = json.loads((d / "network.json").read_text())
+        if doc.get("camus_network") != NETWORK_VERSION:
+            raise ValueError(f"{d / 'network.json'}: not a camus network (version {NETWORK_VERSION})")
+        topo = Topology.from_json(doc)
+        compiled = {s: (json.loads((d / "switches" / s / "entries.json").read_text()),
+                        json.loads((d / "switches" / s / "stats.json").read_text()))
+                    for s in topo.switches}
+        tree = doc.get("tree", {}).get("kind", "mst++")
+        return cls(spec, topo, subscriptions, doc["policy"], doc["alpha"], tree, compiled=compiled)
 
     def _live_graph(self):
         g = self.topo.graph()
@@ -117,6 +138,9 @@ class Network:
             self.failed_switches.add(switch)
         self.tree = spanning_tree(self._live_graph(), self.tree_kind)
         old = self.routing
+        for s in self.compiled:  # a network read back knows its rules only from its routing
+            if s not in self.rulesets:
+                self.rulesets[s] = frozenset(old.rules(s))
         subs = [Subscription(h, f) for h, c in old.subscriptions.items() for f, n in c.items()
                 for _ in range(n)]
         with no_cyclic_gc():
@@ -173,11 +197,14 @@ class Network:
                            "links": sorted(sorted((a, b)) for a, b in self.tree.edges)}
         return doc
 
-    def write(self, out: str | Path) -> None:
+    def write(self, out: str | Path, only: Iterable[str] | None = None) -> None:
+        """network.json, stats.json and every switch's directory (or only these switches')."""
         out = Path(out)
         (out / "switches").mkdir(parents=True, exist_ok=True)
         pipeline_text = document.dumps(self.pipeline)
         for s, entries in self.compiled.items():
+            if only is not None and s not in only:
+                continue
             d = out / "switches" / s
             d.mkdir(parents=True, exist_ok=True)
             (d / "pipeline.json").write_text(pipeline_text)
