@@ -8,18 +8,16 @@ switch failing on a general graph) recompile only the switches whose rule sets c
 write only the differing entries (`controller.diff`); each returns a `ChangeReport`.
 
 `Fabric` is the network running in one process: one software switch (`switch.dataplane`)
-per switch, and packets forwarded hop by hop. What a switch's pipeline cannot know, the
-fabric does at each switch's egress, as a P4 program's egress or the switch's port
-configuration would: a copy for the ingress port is dropped; a copy for the logical up
-port (`UP_PORT`) leaves by one physical up port chosen by a CRC-32 of the frame, and is
-dropped if the packet came in on an up port (it never goes up again).
+per switch, and packets forwarded hop by hop. What a switch's pipeline cannot know (its
+ingress port, which up port to take) is decided at each switch's egress by
+`switch.fabric_egress.FabricEgress`, as `camus switch serve --fabric` does for a switch
+running as a process.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from controller.spanning import spanning_tree
 from controller.topology import Topology
 from pipeline import document, entries as entries_json
 from switch import dataplane
+from switch.fabric_egress import FabricEgress
 
 NETWORK_VERSION = 1
 
@@ -56,8 +55,11 @@ class Network:
 
     def __init__(self, spec: Spec, topo: Topology, subscriptions: Iterable[Subscription],
                  policy: str = "tr", alpha: int = 1, tree: str = "mst++",
-                 switches: Iterable[str] | None = None):
-        """`switches`: compile only these (the benchmark on AS-sized graphs); default all."""
+                 switches: Iterable[str] | None = None,
+                 compiled: dict[str, tuple[dict, dict]] | None = None):
+        """`switches`: compile only these (the benchmark on AS-sized graphs); default all.
+        `compiled`: per switch, the (entries.json, stats) it already holds (a network read
+        back from its directory, `load`): nothing is compiled then."""
         self.spec, self.topo, self.policy, self.alpha, self.tree_kind = \
             spec, topo, policy, alpha, tree
         switches = list(switches) if switches is not None else None
@@ -74,8 +76,26 @@ class Network:
         self.rulesets: dict[str, frozenset] = {}
         started = time.perf_counter()
         for s in (switches if switches is not None else topo.switches):
-            self._compile(s)
+            if compiled is not None:
+                self.compiled[s], self.stats[s] = compiled[s]
+            else:
+                self._compile(s)
         self.compile_seconds = time.perf_counter() - started
+
+    @classmethod
+    def load(cls, directory: str | Path, spec: Spec, subscriptions: Iterable[Subscription]) -> "Network":
+        """The network `write` wrote to `directory`, holding the entries written there, with
+        the subscriptions it was compiled from (recompiling nothing)."""
+        d = Path(directory)
+        doc = json.loads((d / "network.json").read_text())
+        if doc.get("camus_network") != NETWORK_VERSION:
+            raise ValueError(f"{d / 'network.json'}: not a camus network (version {NETWORK_VERSION})")
+        topo = Topology.from_json(doc)
+        compiled = {s: (json.loads((d / "switches" / s / "entries.json").read_text()),
+                        json.loads((d / "switches" / s / "stats.json").read_text()))
+                    for s in topo.switches}
+        tree = doc.get("tree", {}).get("kind", "mst++")
+        return cls(spec, topo, subscriptions, doc["policy"], doc["alpha"], tree, compiled=compiled)
 
     def _live_graph(self):
         g = self.topo.graph()
@@ -118,6 +138,9 @@ class Network:
             self.failed_switches.add(switch)
         self.tree = spanning_tree(self._live_graph(), self.tree_kind)
         old = self.routing
+        for s in self.compiled:  # a network read back knows its rules only from its routing
+            if s not in self.rulesets:
+                self.rulesets[s] = frozenset(old.rules(s))
         subs = [Subscription(h, f) for h, c in old.subscriptions.items() for f, n in c.items()
                 for _ in range(n)]
         with no_cyclic_gc():
@@ -174,11 +197,14 @@ class Network:
                            "links": sorted(sorted((a, b)) for a, b in self.tree.edges)}
         return doc
 
-    def write(self, out: str | Path) -> None:
+    def write(self, out: str | Path, only: Iterable[str] | None = None) -> None:
+        """network.json, stats.json and every switch's directory (or only these switches')."""
         out = Path(out)
         (out / "switches").mkdir(parents=True, exist_ok=True)
         pipeline_text = document.dumps(self.pipeline)
         for s, entries in self.compiled.items():
+            if only is not None and s not in only:
+                continue
             d = out / "switches" / s
             d.mkdir(parents=True, exist_ok=True)
             (d / "pipeline.json").write_text(pipeline_text)
@@ -198,7 +224,8 @@ class Fabric:
 
     def __init__(self, topo: Topology, pipeline: dict, entries: dict[str, dict],
                  impl: str = "native", up_port: int = UP_PORT):
-        self.topo, self.up_port = topo, up_port
+        self.topo = topo
+        self.egress = {s: FabricEgress(topo.up.get(s, ()), up_port) for s in topo.switches}
         self.switches = {s: dataplane.load(pipeline, entries.get(s), impl=impl) for s in topo.switches}
         self.links: dict[tuple[str, str], list[int]] = {}  # (from, to) -> [packets, bytes]
 
@@ -235,14 +262,9 @@ class Fabric:
             s, in_port, data, hops = todo.popleft()
             if hops >= limit:
                 raise RoutingLoop(f"a packet from {host} passed {hops} switches (at {s})")
-            up = self.topo.up.get(s, ())
+            egress = self.egress[s]
             for port, copy in self.switches[s].process(data, in_port):
-                if port == self.up_port and up:
-                    if in_port in up:
-                        continue  # came down or across from above: never up again
-                    port = up[zlib.crc32(copy) % len(up)]
-                if port == in_port:
-                    continue  # never back out the way it came
+                port = egress.port(in_port, port, copy)  # ingress, up and never-up-again
                 peer = self.topo.ports[s].get(port)
                 if peer is None:
                     continue  # a port with nothing attached (a failed link's)

@@ -38,8 +38,9 @@ from compiler.approximate import approximate
 from compiler.ast import Const, Filter, Rule
 from controller.spanning import tree_sides
 from controller.topology import Topology
+from switch.fabric_egress import LOGICAL_UP
 
-UP_PORT = 511  # the logical up port of a fat-tree switch, in its rules and entries
+UP_PORT = LOGICAL_UP  # the logical up port of a fat-tree switch, in its rules and entries
 POLICIES = ("mr", "tr")
 TRUE = Const(True)
 

@@ -109,3 +109,35 @@ def test_run_refuses_unknown_hosts_and_missing_networks(tmp_path, capsys):
     assert main(["net", "run", "--net", str(tmp_path / "net"), "--inject", "h77=x.pcap",
                  "--out-dir", str(tmp_path / "o")]) == 2
     assert "no host 'h77'" in capsys.readouterr().err
+
+
+def test_change_rewrites_only_the_switches_it_touches(tmp_path, capsys):
+    rng = random.Random(4)
+    subs = tmp_path / "subs.txt"
+    # h6 subscribes to nothing yet, so its new subscription must change its ToR's entries.
+    subs.write_text(subscriptions_text(rng, [f"h{i}" for i in range(16) if i != 6], 30))
+    out = tmp_path / "net"
+    assert main(["net", "compile", SPEC, str(subs), "--topology", "fattree:4", "--policy", "mr",
+                 "--out", str(out)]) == 0
+    before = {p.parent.name: p.read_text() for p in (out / "switches").glob("*/entries.json")}
+    capsys.readouterr()
+    assert main(["net", "change", "--net", str(out), "--json", "--add", "h5: price > 4242",
+                 "--remove", "h5: price > 4242", "--add", 'h6: stock == "NEW"']) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["change"] for r in reports] == ["add", "remove", "add"]
+    # MR: h6's change reaches its ToR (t1_1), its pod's aggregation switches and the cores only.
+    assert set(reports[2]["switches"]) <= {"t1_1", "a1_0", "a1_1", "c0", "c1", "c2", "c3"}
+    assert "t1_1" in reports[2]["switches"] and reports[2]["writes"] > 0
+    after = {p.parent.name: p.read_text() for p in (out / "switches").glob("*/entries.json")}
+    assert {s for s in before if before[s] != after[s]} <= set(reports[2]["switches"])
+    assert (out / "subscriptions.txt").read_text().endswith('h6: stock == "NEW"\n')
+    # The directory now is what compiling the new subscriptions from scratch writes.
+    again = tmp_path / "again"
+    assert main(["net", "compile", SPEC, str(out / "subscriptions.txt"), "--topology", "fattree:4",
+                 "--policy", "mr", "--out", str(again)]) == 0
+    for s in before:
+        want = json.loads((again / "switches" / s / "entries.json").read_text())
+        got = json.loads((out / "switches" / s / "entries.json").read_text())
+        assert sorted(map(repr, got["table_entries"])) == sorted(map(repr, want["table_entries"])), s
+    assert main(["net", "change", "--net", str(out), "--remove", "h6: price > 1"]) == 1
+    assert "no such subscription" in capsys.readouterr().err
