@@ -59,9 +59,9 @@ def cmd_compile(args) -> int:
     except OSError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
-    except OverflowError as exc:  # from tables.stable_ids
-        print(f"camus compile: error: the rules need more distinct port sets (multicast groups) "
-              f"or states than their ids can number: {exc}", file=sys.stderr)
+    except OverflowError as exc:  # from tables.state_bits
+        print(f"camus compile: error: the rules need more states than any target here can "
+              f"number: {exc}", file=sys.stderr)
         return 2
     try:
         write_outputs(c, args.out)
@@ -72,7 +72,8 @@ def cmd_compile(args) -> int:
         if args.dot:
             from compiler.tables import state_ids
 
-            Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable())))
+            Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable(),
+                                                                  bits=c.pipeline.state_width)))
     except OSError as exc:
         print(f"camus compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ from compiler.normalize import dnf
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
 from pipeline import document, entries as entries_json, interpreter
-from pipeline.model import Application, Pipeline, Stage
+from pipeline.model import MAX_PORTS_WIDTH, Application, Pipeline, Stage
 
 
 @dataclass
@@ -88,8 +88,14 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     stages = lowering.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress)
     reachable = d.reachable()
-    entries, groups = tables.emit(d, stages, lowering.leaf_table(spec), reachable)
-    pipeline = lowering.pipeline([lowering.application(spec, stages)])
+    app = lowering.application(spec, stages)
+    state_width = tables.state_bits(len(reachable), static)
+    entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
+                                  state_width)
+    ports_width = MAX_PORTS_WIDTH
+    if not static:  # a static pipeline has a bit for every port; else up to the highest used
+        ports_width = 1 + max((r["port"] for g in groups for r in g["replicas"]), default=0)
+    pipeline = lowering.pipeline([app], state_width, ports_width)
     entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
                    "multicast_groups": groups}
     per_table: dict[str, int] = {}
@@ -101,6 +107,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
         "fields": [s.field.name for s in stages],
         "entries": {"total": len(entries), "per_table": per_table},
         "states": len(reachable),
+        "state_width": state_width,
         "multicast_groups": len(groups),
         "compile_seconds": round(time.perf_counter() - started, 4),
     }
