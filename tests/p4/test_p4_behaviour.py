@@ -108,7 +108,7 @@ def test_itch_random_packets_match_the_software_switch():
     assert multi > 40 and mixed > 30  # pruned copies, and per-port copies of mixed packets
 
 
-def _random_itch_rules(rng: random.Random) -> str:
+def _random_itch_rules(rng: random.Random, ports: list[int] | None = None) -> str:
     lines = []
     for _ in range(rng.randint(2, 7)):
         atoms = []
@@ -120,8 +120,8 @@ def _random_itch_rules(rng: random.Random) -> str:
             atoms.append(f"shares >= {rng.choice([100, 1000, 10000])}")
         if rng.random() < 0.3:
             atoms.append(f'buy_sell_indicator == "{rng.choice("BS")}"')
-        ports = sorted(rng.sample(range(1, 7), rng.randint(1, 3)))
-        lines.append(f"{' and '.join(atoms) or 'true'} : fwd({', '.join(map(str, ports))})")
+        chosen = sorted(rng.sample(ports or range(1, 7), rng.randint(1, 3)))
+        lines.append(f"{' and '.join(atoms) or 'true'} : fwd({', '.join(map(str, chosen))})")
     return "\n".join(lines) + "\n"
 
 
@@ -135,6 +135,19 @@ def test_itch_random_rules_with_many_groups_match_the_software_switch(seed):
     slots = rng.choice([3, 8])
     interp, ref = _targets(c.pipeline, c.entries, slots)
     _random_packets(c, interp, ref, rng, 40, slots)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_itch_bitmaps_of_wide_port_numbers_match_the_software_switch(seed):
+    """Ports up to 511: the program's bitmaps are hundreds of bits wide, and the egress bit
+    test shifts by the copy's port."""
+    from compiler.compile import compile_text
+
+    rng = random.Random(200 + seed)
+    c = compile_text((ROOT / SPECS["itch"]).read_text(),
+                     _random_itch_rules(rng, [1, 63, 64, 65, 130, 300, 511]), name="itch")
+    interp, ref = _targets(c.pipeline, c.entries, 4)
+    _random_packets(c, interp, ref, rng, 30, 4)
 
 
 def test_itch_messages_decided_differently_each_reach_their_ports():
