@@ -248,13 +248,6 @@ class Bmv2Process(_NamespacedDevice):
             raise TargetUnavailable(f"p4c-bm2-ss: {done.stderr.strip()}")
         return TargetConfig.from_files(p4info, program)
 
-    @staticmethod
-    def entries_for(pipeline, entries: dict, p4info) -> dict:
-        """The program's entries plus the derived ones a P4 target needs."""
-        from compiler.p4.derived import for_target
-
-        return for_target(pipeline, entries, p4info)
-
     def command(self) -> list[str]:
         cmd = [shutil.which(BMV2), "--no-p4", "--log-level", "warn"]
         for n in range(self.ports):

@@ -175,7 +175,7 @@ class RemoteTarget(Target):
     """A P4Runtime device at `address`, its packets through `io` (`UdpIO`, `InterfaceIO`).
     `config(pipeline)` gives the device's config
     (default: camus's switch); `entries_for(pipeline, entries, p4info)` what the device must
-    hold for `entries` (a P4 program needs derived entries: `compiler.p4.derived.for_target`)."""
+    hold for `entries` (default: entries.json as it is, which is all a P4 program needs since decisions carry port bitmaps)."""
 
     def __init__(self, address: str, io, *, device_id: int = 1, election_id: int = 10,
                  config: Callable[[dict], TargetConfig] = software_switch_config,
