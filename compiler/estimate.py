@@ -60,6 +60,8 @@ def estimate(conjunctions: Sequence[Conjunction], order: Sequence[QueryField]) -
     """The predicted entries and states of compiling `conjunctions` in field `order`."""
     est = Estimate(list(order), 0, 0)
     entries, splits, leaves = _estimate(list(conjunctions), list(order), 0, est)
+    if conjunctions and entries == 0:
+        entries = 1  # every rule unconditionally true: the leaf table's one start-state entry
     est.entries, est.splits, est.states = entries, splits, splits + max(leaves, 1)
     return est
 
