@@ -66,6 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     metavar="'HOST: FILTER'")
     ch.add_argument("--remove", dest="ops", action="append", type=lambda t: ("remove", t),
                     metavar="'HOST: FILTER'")
+    ch.add_argument("--fail-link", dest="ops", action="append", type=lambda t: ("fail-link", t),
+                    metavar="A,B", help="general graphs: the link between switches A and B goes down")
+    ch.add_argument("--fail-switch", dest="ops", action="append", type=lambda t: ("fail-switch", t),
+                    metavar="S", help="general graphs: switch S goes down")
     ch.add_argument("--json", action="store_true", help="print the reports as JSON lines")
     ch.set_defaults(func=cmd_change)
 
@@ -304,25 +308,36 @@ def cmd_change(args) -> int:
         hosts = {h["name"] for h in doc["hosts"]}
         subs = parse_subscriptions((d / "subscriptions.txt").read_text(), spec, hosts,
                                    str(d / "subscriptions.txt"))
-        changes = [(op, parse_subscriptions(text, spec, hosts, f"--{op}")) for op, text in args.ops]
+        changes = [(op, parse_subscriptions(text, spec, hosts, f"--{op}") if op in ("add", "remove")
+                    else None) for op, text in args.ops]
         started = time.perf_counter()
         net = Network.load(d, spec, subs)
         loaded = time.perf_counter() - started
     except (CamusError, OSError, ValueError, KeyError) as exc:
         print(f"camus net change: error: {exc}", file=sys.stderr)
         return 2
-    touched: set[str] = set()
-    failed = False  # a removal of something not there: the changes before it are kept
     for (op, parsed), (_, text) in zip(changes, args.ops):
-        if len(parsed) != 1:
+        if parsed is not None and len(parsed) != 1:
             print(f"camus net change: error: --{op} {text!r}: expected one `HOST: FILTER`",
                   file=sys.stderr)
             return 2
-        sub = parsed[0]
-        if op == "add":
+    touched: set[str] = set()
+    failed = False  # a change that cannot be made: the ones before it are kept and written
+    for (op, parsed), (_, text) in zip(changes, args.ops):
+        if parsed is None:  # a failure
+            try:
+                report = net.fail(link=tuple(text.split(",", 1)) if op == "fail-link" else None,
+                                  switch=text if op == "fail-switch" else None)
+            except ValueError as exc:
+                print(f"camus net change: error: --{op} {text}: {exc}", file=sys.stderr)
+                failed = True
+                break
+        elif op == "add":
+            sub = parsed[0]
             report = net.add(sub)
             subs.append(sub)
         else:
+            sub = parsed[0]
             at = next((i for i, s in enumerate(subs) if s.host == sub.host and s.filter == sub.filter), None)
             if at is None:
                 print(f"camus net change: error: --remove {text!r}: {sub.host} has no such "

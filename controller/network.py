@@ -56,15 +56,18 @@ class Network:
     def __init__(self, spec: Spec, topo: Topology, subscriptions: Iterable[Subscription],
                  policy: str = "tr", alpha: int = 1, tree: str = "mst++",
                  switches: Iterable[str] | None = None,
-                 compiled: dict[str, tuple[dict, dict]] | None = None):
+                 compiled: dict[str, tuple[dict, dict]] | None = None,
+                 failed: dict | None = None):
         """`switches`: compile only these (the benchmark on AS-sized graphs); default all.
         `compiled`: per switch, the (entries.json, stats) it already holds (a network read
-        back from its directory, `load`): nothing is compiled then."""
+        back from its directory, `load`): nothing is compiled then. `failed`: the links and
+        switches already down ({"links": [[a, b], ...], "switches": [...]})."""
         self.spec, self.topo, self.policy, self.alpha, self.tree_kind = \
             spec, topo, policy, alpha, tree
         switches = list(switches) if switches is not None else None
-        self.failed_links: set[frozenset[str]] = set()
-        self.failed_switches: set[str] = set()
+        failed = failed or {}
+        self.failed_links: set[frozenset[str]] = {frozenset(link) for link in failed.get("links", ())}
+        self.failed_switches: set[str] = set(failed.get("switches", ()))
         self.tree = None if topo.kind == "fattree" else spanning_tree(self._live_graph(), tree)
         subs = list(subscriptions)
         with no_cyclic_gc():
@@ -95,7 +98,8 @@ class Network:
                         json.loads((d / "switches" / s / "stats.json").read_text()))
                     for s in topo.switches}
         tree = doc.get("tree", {}).get("kind", "mst++")
-        return cls(spec, topo, subscriptions, doc["policy"], doc["alpha"], tree, compiled=compiled)
+        return cls(spec, topo, subscriptions, doc["policy"], doc["alpha"], tree, compiled=compiled,
+                   failed=doc.get("failed"))
 
     def _live_graph(self):
         g = self.topo.graph()
@@ -195,6 +199,8 @@ class Network:
         if self.tree is not None:
             doc["tree"] = {"kind": self.tree_kind,
                            "links": sorted(sorted((a, b)) for a, b in self.tree.edges)}
+            doc["failed"] = {"links": sorted(sorted(link) for link in self.failed_links),
+                             "switches": sorted(self.failed_switches)}
         return doc
 
     def write(self, out: str | Path, only: Iterable[str] | None = None) -> None:

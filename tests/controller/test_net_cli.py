@@ -141,3 +141,42 @@ def test_change_rewrites_only_the_switches_it_touches(tmp_path, capsys):
         assert sorted(map(repr, got["table_entries"])) == sorted(map(repr, want["table_entries"])), s
     assert main(["net", "change", "--net", str(out), "--remove", "h6: price > 1"]) == 1
     assert "no such subscription" in capsys.readouterr().err
+
+
+def test_failures_from_the_command_line_reroute_on_a_new_tree(tmp_path, capsys):
+    rng = random.Random(9)
+    graph = tmp_path / "ring.txt"
+    graph.write_text("A B\nB C\nC D\nD A\n" + "".join(f"host h{i} {'ABCD'[i % 4]}\n" for i in range(8)))
+    hosts = [f"h{i}" for i in range(8)]
+    subs = tmp_path / "subs.txt"
+    text = subscriptions_text(rng, hosts, 30)
+    subs.write_text(text)
+    out = tmp_path / "net"
+    assert main(["net", "compile", SPEC, str(subs), "--graph", str(graph), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["net", "change", "--net", str(out), "--json", "--fail-link", "A,B",
+                 "--fail-switch", "C"]) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["change"] for r in reports] == ["fail-link", "fail-switch"]
+    doc = json.loads((out / "network.json").read_text())
+    assert doc["failed"] == {"links": [["A", "B"]], "switches": ["C"]}
+    assert ["A", "B"] not in doc["tree"]["links"] and not any("C" in link for link in doc["tree"]["links"])
+    # B is now cut off (its links lead to A, failed, and C, down): from h0 (on A) only the
+    # hosts on A and D can be reached, and they get exactly their subscriptions.
+    sends = [(1000 * i + 1, *packet(rng, 1000 * i + 1)) for i in range(25)]
+    write_pcap(str(tmp_path / "in.pcap"), [frame for _, frame, _ in sends])
+    assert main(["net", "run", "--net", str(out), "--inject", f"h0={tmp_path / 'in.pcap'}",
+                 "--out-dir", str(tmp_path / "o")]) == 0
+    wants: dict[str, list] = {h: [] for h in hosts}
+    for line in text.splitlines():
+        host, _, f = line.partition(":")
+        wants[host].append(parse_filter(f, ITCH))
+    alive = {"h0", "h4", "h3", "h7"}  # on A and D
+    want: dict[str, list] = {}
+    for seq, _, msgs in sends:
+        for h, copies in expected(wants, "h0", seq, msgs, lambda a, b: b in alive).items():
+            want.setdefault(h, []).extend(copies)
+    got = {p.stem: [kept(f) for f in read_frames(p)] for p in (tmp_path / "o").glob("*.pcap")}
+    assert got == want
+    assert main(["net", "change", "--net", str(out), "--fail-link", "A,C"]) == 1
+    assert "no link A C" in capsys.readouterr().err

@@ -59,13 +59,17 @@ def check_filter_sets(net: Network, rng: random.Random, n: int = 60) -> None:
                     assert carried, (s, p)
 
 
+FAT = {k: fat_tree(k) for k in (2, 4, 6)}
+
+
 @SETTINGS
 @given(seeds, st.sampled_from(("mr", "tr")), st.sampled_from((1, 10, 100, 1000)),
-       st.integers(1, 60))
-def test_a_fat_tree_delivers_exactly_the_subscriptions(seed, policy, alpha, n_subs):
+       st.integers(1, 60), st.sampled_from((2, 4, 4, 6)))
+def test_a_fat_tree_delivers_exactly_the_subscriptions(seed, policy, alpha, n_subs, k):
     rng = random.Random(seed)
-    subs = parse_subscriptions(subscriptions_text(rng, list(FAT4.hosts), n_subs), ITCH)
-    net = Network(ITCH, FAT4, subs, policy, alpha)
+    topo = FAT[k]
+    subs = parse_subscriptions(subscriptions_text(rng, list(topo.hosts), n_subs), ITCH)
+    net = Network(ITCH, topo, subs, policy, alpha)
     check_filter_sets(net, rng)
     check_traffic(net, Fabric.of(net), rng)
 
