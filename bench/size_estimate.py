@@ -31,10 +31,10 @@ from compiler.spec import load_spec  # noqa: E402
 
 
 def three_fields(n: int, seed: int) -> str:
+    """compile_itch's rules, each with `and shares < Q` (Q uniform in 1..999) added."""
     rng = random.Random(seed)
-    symbols = [f"S{i:03d}" for i in range(100)]
-    return "\n".join(f'stock == "{rng.choice(symbols)}" and price > {rng.randint(1, 999)} and '
-                     f'shares < {rng.randint(1, 999)} : fwd({rng.randint(1, 200)})' for _ in range(n))
+    return "\n".join(line.replace(" : fwd", f" and shares < {rng.randint(1, 999)} : fwd")
+                     for line in workload(n, seed).splitlines())
 
 
 def main() -> None:
