@@ -140,8 +140,24 @@ def _check_size(items, rules: Sequence[Rule], fields, max_entries: int | None) -
     if max_entries and predicted.entries > max_entries:
         lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
         others = estimate.alternatives(conjunctions, fields)
-        raise TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others))
+        raise TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others,
+                                        _alpha_that_fits(rules, fields, max_entries)))
     return predicted
+
+
+def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimate.Estimate | None:
+    """The estimate under the smallest power-of-ten alpha (`compiler.approximate`, numeric
+    bounds rounded to multiples of alpha) that fits the budget, with its alpha; None if
+    none up to 10^6 does."""
+    from compiler.approximate import approximate_rules
+
+    for alpha in (10, 100, 1000, 10_000, 100_000, 1_000_000):
+        approx = [c for r in approximate_rules(list(rules), alpha) for c in dnf(r.filter, r.line)]
+        guess = estimate.estimate(approx, fields)
+        if guess.entries <= max_entries:
+            guess.alpha = alpha
+            return guess
+    return None
 
 
 def compile_text(spec_text: str, rules_text: str, field_order: Sequence[str] | None = None,

@@ -51,6 +51,7 @@ class Estimate:
     states: int  # every state, leaves included
     splits: int = 0  # the states that test a field (what the builder's progress counts)
     cuts: dict[str, int] = field(default_factory=dict)  # per field: most intervals in one state
+    alpha: int = 1  # the approximation it was made under (`compiler.approximate`)
 
     def __str__(self) -> str:
         return f"about {self.entries:,} entries and {self.states:,} states"
@@ -144,8 +145,10 @@ def alternatives(conjunctions: Sequence[Conjunction], order: Sequence[QueryField
 
 
 def explain(est: Estimate, budget: int, conjunctions: Sequence[Conjunction],
-            lines: Sequence[int | None], others: Sequence[Estimate]) -> str:
-    """Why `est` is over `budget`, and what would bring it under."""
+            lines: Sequence[int | None], others: Sequence[Estimate],
+            approximated: Estimate | None = None) -> str:
+    """Why `est` is over `budget`, and what would bring it under: `others` are other field
+    orders' estimates, `approximated` the estimate under an alpha that fits (if any)."""
     names = " -> ".join(q.qname for q in est.order)
     worst = max(est.cuts, key=est.cuts.get) if est.cuts else None
     text = [f"the rules would compile to {est} with the field order {names}, "
@@ -158,10 +161,13 @@ def explain(est: Estimate, budget: int, conjunctions: Sequence[Conjunction],
                     + (f" (lines {shown}{', ...' if len(users) > 5 else ''})" if shown else "")
                     + "; per-field intervals: "
                     + ", ".join(f"{f} {n:,}" for f, n in est.cuts.items()) + ".")
-        shrink = max(2, -(-est.entries // budget))
-        text.append(f"An approximation that rounds {worst}'s constants to about 1/{shrink} as "
-                    f"many values (an alpha of {shrink} or more times their spacing) would "
-                    f"bring it near the budget.")
+        if approximated is not None:
+            text.append(f"Approximated with alpha {approximated.alpha} (numeric bounds rounded "
+                        f"to multiples of it, a superset filtered exactly at the edge: "
+                        f"compiler.approximate, `camus net compile --alpha`) it would be "
+                        f"{approximated}, within the budget.")
+        else:
+            text.append("No approximation up to alpha 10^6 brings it under the budget.")
     better = [o for o in others if o.entries <= budget]
     if better:
         text.append("Another field order fits: --field-order "

@@ -62,7 +62,8 @@ def test_over_budget_is_refused_before_the_diagram_is_built(monkeypatch):
     assert "field order itch_order.stock -> " in message  # the order used
     assert "more than the budget of 100,000 entries" in message
     assert "The size comes from itch_order." in message and "lines 1, 2, 3, 4, 5" in message
-    assert "approximation" in message and "--max-entries" in message
+    assert "Approximated with alpha 100 " in message and "within the budget" in message
+    assert "--max-entries" in message
 
 
 def test_the_message_names_an_order_that_fits():

@@ -126,7 +126,7 @@ def bmv2(tmp_path: Path, ports=range(1, 5)):
 
 def bmv2_outputs(c, packets: list[bytes], work: Path, ports=range(1, 5)) -> dict[int, list[bytes]]:
     """`packets` into port 0 of bmv2 running p4c's compile of `c`'s program, its entries
-    (plus the derived ones) pushed by the controller; per port, the copies in order."""
+    pushed by the controller; per port, the copies in order."""
     from controller.p4runtime_client import P4RuntimeClient
     from controller.push import push
     from switch.pcap import read_pcap, write_pcap

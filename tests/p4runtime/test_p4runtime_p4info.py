@@ -89,6 +89,25 @@ def test_every_compiled_entry_round_trips_and_dont_cares_are_omitted():
     assert entry_dict(index, te)["match"] == full["match"]
 
 
+def test_port_bitmaps_of_every_width_round_trip_as_bytestrings():
+    """mcast's parameter is a bitmap as wide as the pipeline's ports_width (512 bits for a
+    static pipeline): port 511 is the top bit of a 64-byte bytestring."""
+    from compiler.compile import compile_text
+    from p4runtime_helpers import ITCH_SPEC
+
+    c = compile_text(ITCH_SPEC, 'stock == "A" : fwd(1, 511)\nprice > 3 : fwd(64, 65)\n', name="itch",
+                     static=True)
+    index = P4InfoIndex(build_p4info(c.pipeline))
+    mcasts = [e for e in c.entries["table_entries"] if e["action"] == "mcast"]
+    assert (1 << 511 | 1 << 1) in {e["params"]["ports"] for e in mcasts}
+    for e in mcasts:
+        te = table_entry(index, e)
+        assert len(te.action.action.params[0].value) == (e["params"]["ports"].bit_length() + 7) // 8
+        assert entry_dict(index, te)["params"] == e["params"]
+    with pytest.raises(BadValue):
+        encode(1 << 512, 512)
+
+
 FLAT = {  # single framing: key (32 bits, lpm), flags (16 bits, ternary)
     "camus_ir": 2, "state_width": 32, "ports_width": 512, "ipv4_table": "ipv4_lpm", "egress_table": "egress_udp_rewrite",
     "applications": [{
