@@ -126,7 +126,28 @@ def handle_list_groups(ctx, request):
     return request.response(error_code=ErrorCode.none, groups=out)
 
 
-HANDLERS = {"FindCoordinator": handle_find_coordinator, "JoinGroup": handle_join_group,
+def handle_delete_groups(ctx, request):
+    """As Kafka: a group with members is NON_EMPTY_GROUP; one known neither by members nor
+    by committed offsets GROUP_ID_NOT_FOUND; otherwise it and its offsets are gone."""
+    broker, out = ctx.broker, []
+    for gid in request.body.groups_names:
+        code = ErrorCode.none
+        if not gid:
+            code = ErrorCode.invalid_group_id
+        elif gid not in broker.coordinator.groups and gid not in broker.offsets:
+            code = ErrorCode.group_id_not_found
+        else:
+            try:
+                broker.coordinator.delete(gid)
+                broker.offsets.pop(gid, None)
+            except GroupError as exc:
+                code = ErrorCode[exc.code_name]
+        out.append({"group_id": gid, "error_code": code})
+    broker.save_offsets()
+    return request.response(results=out)
+
+
+HANDLERS = {"DeleteGroups": handle_delete_groups, "FindCoordinator": handle_find_coordinator, "JoinGroup": handle_join_group,
             "SyncGroup": handle_sync_group, "Heartbeat": handle_heartbeat,
             "LeaveGroup": handle_leave_group, "DescribeGroups": handle_describe_groups,
             "ListGroups": handle_list_groups}

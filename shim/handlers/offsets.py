@@ -27,6 +27,8 @@ def _commit_error(ctx, body) -> ErrorCode:
     empty = g is None or g.state == EMPTY
     if generation < 0 and empty:
         return ErrorCode.none  # the admin client, or a consumer outside group management
+    if generation >= 0 and g is None and body.group_id not in ctx.broker.offsets:
+        return ErrorCode.group_id_not_found  # as Kafka 4.3.1: no such group to be a member of
     if generation >= 0 or member_id:
         if g is None or member_id not in g.members:
             error = ctx.broker.coordinator.unknown_member_error(
@@ -103,4 +105,33 @@ def handle_offset_fetch(ctx, request):
     return request.response(error_code=ErrorCode.none, topics=out[0]["topics"])
 
 
-HANDLERS = {"OffsetCommit": handle_offset_commit, "OffsetFetch": handle_offset_fetch}
+def handle_offset_delete(ctx, request):
+    """As Kafka: GROUP_ID_NOT_FOUND for a group it does not know; NON_EMPTY_GROUP for an
+    active group whose subscriptions it cannot read; GROUP_SUBSCRIBED_TO_TOPIC for a
+    partition of a topic the active group subscribes to; otherwise the offset is gone."""
+    broker, body = ctx.broker, request.body
+    if body.group_id not in broker.coordinator.groups and body.group_id not in broker.offsets:
+        return request.response(error_code=ErrorCode.group_id_not_found, topics=[])
+    subscribed = broker.coordinator.subscribed_topics(body.group_id)
+    if subscribed is None:
+        return request.response(error_code=ErrorCode.non_empty_group, topics=[])
+    committed, topics = broker.offsets.get(body.group_id, {}), []
+    for t in body.topics:
+        topic = broker.catalog.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < broker.catalog.partitions_of(topic):
+                code = ErrorCode.unknown_topic_or_partition
+            elif t.name in subscribed:
+                code = ErrorCode.group_subscribed_to_topic
+            else:
+                committed.pop((t.name, p.partition_index), None)
+                code = ErrorCode.none
+            parts.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": parts})
+    broker.save_offsets()
+    return request.response(error_code=ErrorCode.none, topics=topics)
+
+
+HANDLERS = {"OffsetCommit": handle_offset_commit, "OffsetFetch": handle_offset_fetch,
+            "OffsetDelete": handle_offset_delete}
