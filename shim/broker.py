@@ -32,7 +32,8 @@ from pathlib import Path
 from controller.target import open_target
 from shim.datapath import DataPath, Delivered
 from shim.fetch_sessions import FetchSessions
-from shim.group_coordinator import Coordinator, Group, parse_assignment
+from shim.consumer_groups import ConsumerGroups
+from shim.group_coordinator import Coordinator, Group
 from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
@@ -68,6 +69,8 @@ class Broker:
         self.datapath = DataPath(open_target(config.target))
         self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults)
         self.coordinator = Coordinator(self._assignments_changed)
+        self.consumer_groups = ConsumerGroups(self._assignments_changed, self._partition_count,
+                                              lambda: [t.name for t in self.catalog])
         self.producers = Producers(config.data_dir)
         self.fetch_sessions = FetchSessions()
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -437,12 +440,16 @@ class Broker:
         self._member_subscriptions(group)
         self.datapath.update()
 
+    def _partition_count(self, name: str) -> int:
+        t = self.catalog.get(name)
+        return self.catalog.partitions_of(t) if t is not None else 0
+
     def _member_subscriptions(self, group: Group) -> None:
         live = set()
         for m in group.members.values():
             key = (group.group_id, m.member_id)
             live.add(key)
-            assigned = parse_assignment(m.assignment) if group.protocol_type == "consumer" else {}
+            assigned = m.assigned_partitions(group.protocol_type)
             ports = self.member_ports.setdefault(key, {})
             for name in list(ports):
                 if name not in assigned or self.catalog.get(name) is None:
@@ -461,7 +468,7 @@ class Broker:
                 self.datapath.unsubscribe(port)
 
     def _refresh_member_subscriptions(self) -> None:
-        for g in self.coordinator.groups.values():
+        for g in [*self.coordinator.groups.values(), *self.consumer_groups.groups.values()]:
             self._member_subscriptions(g)
         self.datapath.update()
 
@@ -490,7 +497,7 @@ class Broker:
 
     def tick(self) -> None:
         """Periodic work: session expiry, time-based retention, `flush.ms` fsyncs."""
-        for gid, mid in self.coordinator.expire():
+        for gid, mid in [*self.coordinator.expire(), *self.consumer_groups.expire()]:
             log.info("group %s: member %s expired", gid, mid)
         now = int(time.time() * 1000)
         for (name, p), lg in list(self.logs.items()):

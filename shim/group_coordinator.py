@@ -70,6 +70,10 @@ class Member:
     def metadata(self, protocol: str) -> bytes:
         return next((m for n, m in self.protocols if n == protocol), b"")
 
+    def assigned_partitions(self, protocol_type: str) -> dict[str, list[int]]:
+        """Its assignment's topic partitions (only "consumer" assignments can be read)."""
+        return parse_assignment(self.assignment) if protocol_type == "consumer" else {}
+
 
 @dataclass
 class Group:

@@ -277,7 +277,7 @@ def handle_list_config_resources(ctx, request):
         if kind in wanted:
             out.append({"resource_name": str(broker.config.node_id), "resource_type": kind})
     if GROUP_RESOURCE in wanted:
-        groups = set(broker.coordinator.groups) | set(broker.offsets)
+        groups = set(broker.coordinator.groups) | set(broker.consumer_groups.groups) | set(broker.offsets)
         out += [{"resource_name": g, "resource_type": GROUP_RESOURCE} for g in sorted(groups)]
     return request.response(error_code=ErrorCode.none, config_resources=out)
 

@@ -23,6 +23,9 @@ def _commit_error(ctx, body) -> ErrorCode:
     # records); only CompletingRebalance answers REBALANCE_IN_PROGRESS.
     generation = getattr(body, "generation_id_or_member_epoch", -1)
     member_id = getattr(body, "member_id", "") or ""
+    if body.group_id in ctx.broker.consumer_groups.groups:  # a KIP-848 group: member epochs
+        error = ctx.broker.consumer_groups.commit_error(body.group_id, member_id, generation)
+        return ErrorCode[error] if error else ErrorCode.none
     g = ctx.broker.coordinator.groups.get(body.group_id)
     empty = g is None or g.state == EMPTY
     if generation < 0 and empty:
@@ -110,9 +113,14 @@ def handle_offset_delete(ctx, request):
     active group whose subscriptions it cannot read; GROUP_SUBSCRIBED_TO_TOPIC for a
     partition of a topic the active group subscribes to; otherwise the offset is gone."""
     broker, body = ctx.broker, request.body
-    if body.group_id not in broker.coordinator.groups and body.group_id not in broker.offsets:
+    consumer = broker.consumer_groups.groups.get(body.group_id)
+    if (body.group_id not in broker.coordinator.groups and consumer is None
+            and body.group_id not in broker.offsets):
         return request.response(error_code=ErrorCode.group_id_not_found, topics=[])
     subscribed = broker.coordinator.subscribed_topics(body.group_id)
+    if consumer is not None:
+        subscribed = {t for m in consumer.members.values()
+                      for t in broker.consumer_groups.topics_of(m)}
     if subscribed is None:
         return request.response(error_code=ErrorCode.non_empty_group, topics=[])
     committed, topics = broker.offsets.get(body.group_id, {}), []

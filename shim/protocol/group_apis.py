@@ -23,8 +23,9 @@ ListGroups: v3 flexible; v4 states_filter; v5 types_filter (group_type in answer
 DeleteGroups (42) 0-2: v2 flexible. OffsetDelete (47) 0: one group, its committed
 offsets for the partitions named.
 
-KIP-848 ConsumerGroupHeartbeat (68) is deliberately not registered: clients default
-to the classic protocol and do not fall back if a user opts in.
+KIP-848 consumer groups (group.protocol=consumer): ConsumerGroupHeartbeat (68) 0-1,
+ConsumerGroupDescribe (69) 0-1. Heartbeat v1: the client makes its own member id (KIP-1082)
+and may subscribe by regular expression. Describe v1: member_type (classic or consumer).
 """
 
 from __future__ import annotations
@@ -103,6 +104,19 @@ def _describe_groups_error(body: Any, version: int, code: ErrorCode, message: st
     }
 
 
+def _consumer_group_heartbeat_error(body: Any, version: int, code: ErrorCode,
+                                    message: str | None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "member_id": body.member_id,
+            "member_epoch": -1, "heartbeat_interval": 0, "assignment": None}
+
+
+def _consumer_group_describe_error(body: Any, version: int, code: ErrorCode,
+                                   message: str | None) -> dict[str, Any]:
+    return {"groups": [{"group_id": g, "error_code": code, "error_message": message,
+                        "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
+                        "assignor_name": "", "members": []} for g in body.group_ids]}
+
+
 def _delete_groups_error(body: Any, version: int, code: ErrorCode, message: str | None) -> dict[str, Any]:
     return {"results": [{"group_id": g, "error_code": code} for g in body.groups_names]}
 
@@ -116,3 +130,5 @@ DESCRIBE_GROUPS = REGISTRY.register(Api(15, "DescribeGroups", 0, 6, _describe_gr
 LIST_GROUPS = REGISTRY.register(Api(16, "ListGroups", 0, 5, _top_level_error))
 DELETE_GROUPS = REGISTRY.register(Api(42, "DeleteGroups", 0, 2, _delete_groups_error))
 OFFSET_DELETE = REGISTRY.register(Api(47, "OffsetDelete", 0, 0, _top_level_error))
+CONSUMER_GROUP_HEARTBEAT = REGISTRY.register(Api(68, "ConsumerGroupHeartbeat", 0, 1, _consumer_group_heartbeat_error))
+CONSUMER_GROUP_DESCRIBE = REGISTRY.register(Api(69, "ConsumerGroupDescribe", 0, 1, _consumer_group_describe_error))

@@ -43,11 +43,11 @@ def test_fetch_partition_error_carries_empty_records_not_null(inprocess, monkeyp
 
     real_read, failures = fetch_handlers._read, []
 
-    def failing_read(ctx, request, budget):
+    def failing_read(ctx, request, budget, *items):
         if len(failures) < 3:
             failures.append(1)
             raise RuntimeError("injected read failure")
-        return real_read(ctx, request, budget)
+        return real_read(ctx, request, budget, *items)
 
     monkeypatch.setattr(fetch_handlers, "_read", failing_read)
     log = logging.getLogger(unique("rdkafka"))

@@ -25,6 +25,7 @@ REQUIRED = {
     "DescribeLogDirs": 35, "DeleteGroups": 42, "ElectLeaders": 43, "IncrementalAlterConfigs": 44,
     "AlterPartitionReassignments": 45, "ListPartitionReassignments": 46, "OffsetDelete": 47,
     "DescribeQuorum": 55, "ListConfigResources": 74, "DescribeTopicPartitions": 75,
+    "ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69,
 }
 # What Apache Kafka 4.3.1 advertises (captured from the real broker: capture_fixtures.py
 # --kafka-api-versions); camus advertises exactly these ranges for every API it serves.
