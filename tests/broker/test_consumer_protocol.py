@@ -100,6 +100,40 @@ def test_heartbeat_epochs_and_commits_are_checked(broker):
     assert left.error_code == ErrorCode.none and left.member_epoch == -1
 
 
+def test_static_member_leaves_for_a_while_and_comes_back_as_itself(broker):
+    """KIP-848 static membership: a member with an instance id leaving with epoch -2 keeps
+    its partitions; a new incarnation (new member id, same instance id) gets them back at
+    the same epoch, with no rebalance of the others; a second live holder of the instance
+    id is UNRELEASED_INSTANCE_ID."""
+    topic, group = unique("static848"), unique("g")
+    create(broker.bootstrap, NewTopic(topic, 4, 1))
+    s = connect(broker)
+
+    def beat(member, epoch, instance=None, topics=None, owned=None):
+        return call(s, 68, 1, group_id=group, member_id=member, member_epoch=epoch,
+                    instance_id=instance, rack_id=None, rebalance_timeout=30000,
+                    subscribed_topic_names=topics, subscribed_topic_regex=None,
+                    server_assignor=None, topic_partitions=owned)
+
+    def mine(resp):
+        return sorted(p for tp in resp.assignment.topic_partitions for p in tp.partitions)
+
+    a = beat("a1", 0, "A", [topic], [])
+    b = beat("b1", 0, "B", [topic], [])
+    assert a.error_code == b.error_code == ErrorCode.none
+    tid = a.assignment.topic_partitions[0].topic_id
+    a = beat("a1", a.member_epoch, owned=[{"topic_id": tid, "partitions": mine(a)}])
+    assert mine(a) == [0, 1]  # told to give up two partitions for B
+    a = beat("a1", a.member_epoch, owned=[{"topic_id": tid, "partitions": [0, 1]}])
+    b = beat("b1", b.member_epoch, owned=[])
+    assert mine(b) == [2, 3]
+    epoch = b.member_epoch
+    assert beat("b1", -2).member_epoch == -2  # away for a while: keeps 2 and 3
+    assert beat("b2", 0, "A", [topic], []).error_code == ErrorCode.unreleased_instance_id
+    back = beat("b2", 0, "B", [topic], [])
+    assert back.error_code == ErrorCode.none and back.member_epoch == epoch and mine(back) == [2, 3]
+
+
 @pytest.mark.java
 def test_java_consumer_with_group_protocol_consumer(broker):
     """The Java consumer (ConsoleConsumer, group.protocol=consumer) reads and commits;
