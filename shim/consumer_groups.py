@@ -17,9 +17,10 @@ Theory of operation (Kafka's ConsumerGroupHeartbeat protocol, one coordinator: t
   to two members at once.
 - A heartbeat must carry the member's epoch (or its previous one, with what it was
   given): anything else is FENCED_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID,
-  and the client rejoins. A member silent for the session timeout is removed.
-- OffsetCommit from a member must carry its current epoch (STALE_MEMBER_EPOCH otherwise),
-  as Kafka checks it.
+  and the client rejoins. A member silent for the session timeout, or still holding what
+  it was told to give up after its rebalance timeout, is removed.
+- OffsetCommit and OffsetFetch (v9+) from a member must carry its current epoch
+  (STALE_MEMBER_EPOCH otherwise), as Kafka checks them.
 - Each change of a member's assignment calls `on_assignments(group)`, so the broker
   turns it into switch subscriptions, as for classic groups.
 """
@@ -72,6 +73,7 @@ class ConsumerMember:
     owned: Assignment = field(default_factory=dict)  # what it last said it holds
     sent: Assignment | None = None  # the assignment last sent to it
     left: bool = False  # a static member away for a while (epoch -2)
+    revoking_since: float | None = None  # when it was told to give partitions up
     last_seen: float = field(default_factory=time.monotonic)
 
     def assigned_partitions(self, protocol_type: str = "consumer") -> dict[str, list[int]]:
@@ -258,9 +260,11 @@ class ConsumerGroups:
         keep = _meet(m.assigned, target)
         if keep != m.assigned:
             m.assigned = keep  # first it gives up what it must lose; its epoch stays
+            m.revoking_since = m.revoking_since or time.monotonic()
             return
         if _minus(m.owned, m.assigned):
             return  # it still holds partitions it was told to give up
+        m.revoking_since = None
         if m.epoch != g.assignment_epoch:
             m.previous_epoch, m.epoch = m.epoch, g.assignment_epoch
         held: dict[str, set[int]] = {}
@@ -301,7 +305,10 @@ class ConsumerGroups:
         now, gone = time.monotonic(), []
         for g in list(self.groups.values()):
             for mid, m in list(g.members.items()):
-                if now - m.last_seen > SESSION_TIMEOUT_MS / 1000:
+                # Silent for its session, or holding partitions it was told to give up for
+                # longer than its rebalance timeout: fenced, as Kafka fences it.
+                if (now - m.last_seen > SESSION_TIMEOUT_MS / 1000 or m.revoking_since is not None
+                        and now - m.revoking_since > m.rebalance_timeout_ms / 1000):
                     self._remove(g, mid)
                     gone.append((g.group_id, mid))
         return gone

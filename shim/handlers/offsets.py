@@ -80,7 +80,15 @@ def handle_offset_commit(ctx, request):
 
 def handle_offset_fetch(ctx, request):
     broker, out = ctx.broker, []
+    members = ({g.group_id: (g.member_id, g.member_epoch) for g in request.body.groups}
+               if request.api_version >= 9 else {})
     for gid, wanted in offsets.fetch_groups(request):
+        member_id, epoch = members.get(gid, ("", -1))
+        if epoch >= 0 and gid in broker.consumer_groups.groups:  # a KIP-848 member asks
+            error = broker.consumer_groups.commit_error(gid, member_id, epoch)
+            if error:
+                out.append({"group_id": gid, "error_code": ErrorCode[error], "topics": []})
+                continue
         committed = broker.offsets.get(gid, {})
         if wanted is None:
             by_topic: dict = {}

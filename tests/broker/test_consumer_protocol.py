@@ -92,6 +92,11 @@ def test_heartbeat_epochs_and_commits_are_checked(broker):
     assert beat("nobody", 3).error_code == ErrorCode.unknown_member_id
     assert _commit(s, group, joined.member_epoch, "m1", topic) == ErrorCode.none
     assert _commit(s, group, joined.member_epoch - 1, "m1", topic) == ErrorCode.stale_member_epoch
+    fetched = call(s, 9, 9, groups=[{"group_id": group, "member_id": "m1",
+                                     "member_epoch": joined.member_epoch - 1,
+                                     "topics": [{"name": topic, "partition_indexes": [0]}]}],
+                   require_stable=False)
+    assert fetched.groups[0].error_code == ErrorCode.stale_member_epoch
     join = call(s, 11, 9, group_id=group, session_timeout=10000, rebalance_timeout=10000,
                 member_id="", group_instance_id=None, protocol_type="consumer",
                 protocols=[{"name": "range", "metadata": b""}], reason=None)
@@ -243,3 +248,24 @@ def test_librdkafka_subscription_by_regular_expression(broker):
             got.append((m.topic(), m.value()))
     c.close()
     assert sorted(got) == [(first, b"1"), (first, b"2"), (later, b"3")]
+
+
+def test_member_that_does_not_give_partitions_up_in_time_is_fenced():
+    """As Kafka: a member still holding partitions it was told to revoke after its
+    rebalance timeout is removed, and its partitions go to the others."""
+    groups = ConsumerGroups(lambda g: None, lambda name: 2)
+
+    def beat(mid, epoch, owned):
+        return groups.heartbeat("g", mid, epoch, instance_id=None, rack_id=None,
+                                rebalance_timeout_ms=50, subscribed=("t",), regex=None,
+                                owned=owned, client_id="c", client_host="h")
+
+    a = beat("a", 0, {})
+    b = beat("b", 0, {})
+    a = beat("a", a["member_epoch"], {"t": frozenset({0, 1})})  # told to give one up
+    assert len(a["assignment"]["t"]) == 1
+    time.sleep(0.1)
+    assert groups.expire() == [("g", "a")]
+    b = beat("b", b["member_epoch"], {})
+    assert b["assignment"] == {"t": frozenset({0, 1})}
+
