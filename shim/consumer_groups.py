@@ -137,6 +137,8 @@ class ConsumerGroups:
                 re.compile(regex)
             except re.error as exc:
                 raise GroupError("invalid_regular_expression", f"{regex!r}: {exc}") from None
+        if group_id not in self.groups and member_epoch != JOIN_EPOCH:
+            raise GroupError("group_id_not_found", f"Group {group_id} not found.")  # as Kafka
         g = self.groups.setdefault(group_id, ConsumerGroup(group_id))
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(g, member_id, instance_id, member_epoch)

@@ -91,11 +91,15 @@ def _incremental(topic, ops) -> dict[str, str]:
 
 async def _alter(ctx, request, incremental: bool):
     broker, out, rebuilt = ctx.broker, [], []
+    named = [(r.resource_type, r.resource_name) for r in request.body.resources]
     for r in request.body.resources:
         entry = {"resource_type": r.resource_type, "resource_name": r.resource_name,
                  "error_code": ErrorCode.none, "error_message": None}
         out.append(entry)
         try:
+            if named.count((r.resource_type, r.resource_name)) > 1:  # as Kafka: all refused
+                raise TopicError(f"resource {r.resource_name!r} is named twice in one request",
+                                 "invalid_request")
             names = [c.name for c in r.configs]
             if len(set(names)) != len(names):
                 raise TopicError("a config is named twice", "invalid_request")
