@@ -86,8 +86,66 @@ def _answers(address: str) -> dict:
     p = r.topics[0].partitions[0]
     out["quorum"] = (r.error_code, p.error_code, p.leader_id == node,
                      [v.replica_id == node for v in p.current_voters], list(p.observers))
+    out.update(_classic_group(s, topic, unique("cg")))
+    out.update(_consumer_group(s, topic, unique("kg")))
     s.close()
     return out
+
+
+def _commit(s, topic, group, generation, member):
+    r = _call(s, 8, 9, group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+              group_instance_id=None, topics=[{"name": topic, "partitions": [
+                  {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                   "committed_metadata": ""}]}])
+    return r.topics[0].partitions[0].error_code
+
+
+def _classic_group(s, topic, group) -> dict:
+    """One classic member: join (MEMBER_ID_REQUIRED first), sync, then stale commits and
+    heartbeats, and a commit after leaving."""
+    def join(member):
+        return _call(s, 11, 9, group_id=group, session_timeout=10000, rebalance_timeout=10000,
+                     member_id=member, group_instance_id=None, protocol_type="consumer",
+                     protocols=[{"name": "range", "metadata": b""}], reason=None)
+
+    first = join("")
+    joined = join(first.member_id)
+    gen, me = joined.generation_id, joined.member_id
+    synced = _call(s, 14, 5, group_id=group, generation_id=gen, member_id=me,
+                   group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                   assignments=[{"member_id": me, "assignment": b""}])
+    out = {"classic_join": (first.error_code, joined.error_code, synced.error_code),
+           "classic_commit_ok": _commit(s, topic, group, gen, me),
+           "classic_commit_stale": _commit(s, topic, group, gen - 1, me),
+           "classic_commit_stranger": _commit(s, topic, group, gen, "stranger"),
+           "classic_commit_simple": _commit(s, topic, group, -1, "")}
+    hb = _call(s, 12, 4, group_id=group, generation_id=gen + 1, member_id=me,
+               group_instance_id=None)
+    out["classic_heartbeat_stale"] = hb.error_code
+    left = _call(s, 13, 5, group_id=group, members=[{"member_id": me, "group_instance_id": None,
+                                                     "reason": None}])
+    out["classic_leave"] = (left.error_code, [m.error_code for m in left.members])
+    out["classic_commit_after_leave"] = _commit(s, topic, group, gen, me)
+    return out
+
+
+def _consumer_group(s, topic, group) -> dict:
+    """One KIP-848 member: join, stale and fenced epochs, leave."""
+    def beat(epoch, topics=None):
+        return _call(s, 68, 1, group_id=group, member_id="member-one", member_epoch=epoch,
+                     instance_id=None, rack_id=None, rebalance_timeout=30000,
+                     subscribed_topic_names=topics, subscribed_topic_regex=None,
+                     server_assignor=None, topic_partitions=[] if epoch == 0 else None)
+
+    joined = beat(0, [topic])
+    epoch = joined.member_epoch
+    return {"k848_join": (joined.error_code, epoch, joined.heartbeat_interval.total_seconds(),
+                          sorted(p for tp in joined.assignment.topic_partitions
+                                 for p in tp.partitions)),
+            "k848_commit_stale": _commit(s, topic, group, epoch - 1, "member-one"),
+            "k848_commit_ok": _commit(s, topic, group, epoch, "member-one"),
+            "k848_fenced": beat(epoch + 3).error_code,
+            "k848_leave": (beat(-1).member_epoch, beat(epoch).error_code)}
 
 
 def test_admin_and_group_answers_match_kafka(broker):
