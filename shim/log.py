@@ -49,6 +49,7 @@ from pathlib import Path
 
 from shim.protocol.errors import RecordBatchError
 from shim.protocol.records import Record, decode_batch, encode_batch, read_batch_header
+from shim.txn_log import TxnIndex
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
@@ -143,6 +144,7 @@ class PartitionLog:
         self.start_offset = start_offset  # see the module text: not the first batch's offset
         self.next_offset = start_offset
         self.offline: str | None = None  # why appends are refused until a restart
+        self.txns = TxnIndex()  # open and aborted transactions, the last stable offset
         self._unflushed = 0  # records appended since the last fsync
         self._unflushed_since = 0.0  # monotonic time of the oldest unflushed append
         self._unsynced: list[Path] = []  # segment files (and new ones' directory) to fsync
@@ -159,38 +161,34 @@ class PartitionLog:
     def size(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
+    def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
         """Whole batches from the one holding `offset` on, at least one, about max_bytes;
-        ending, when the read reaches a tail of filtered-out offsets, in a gap batch."""
+        ending, when the read reaches a tail of filtered-out offsets, in a gap batch.
+        `upto` (read_committed: the last stable offset) stops before the first batch that
+        starts there or later; a gap batch then reaches no further than it."""
         out, total, complete = [], 0, True
+        limit = self.next_offset if upto is None else min(upto, self.next_offset)
+        read_end = offset  # one past the last offset of what is read
         for s in self.segments:
             if not s.lasts or s.lasts[-1] < offset:
                 continue
             i = j = bisect.bisect_left(s.lasts, offset)
-            while j < len(s.starts):
+            while j < len(s.starts) and s.firsts[j] < limit:
                 end = s.starts[j + 1] if j + 1 < len(s.starts) else s.size
                 length = end - s.starts[j]
                 if (out or j > i) and total + length > max_bytes:
                     break
                 total += length
+                read_end = max(read_end, s.lasts[j] + 1)
                 j += 1
             if j > i:
                 out.append(s.span(i, j))
             if j < len(s.starts):
-                complete = False
+                complete = s.firsts[j] >= limit  # stopped at the limit, not at max_bytes
                 break
-        if complete:
-            gap_start = max(offset, self._stored_end())
-            if gap_start < self.next_offset:
-                out.append(gap_batch(gap_start, self.next_offset - 1, self._newest_timestamp()))
+        if complete and read_end < limit:
+            out.append(gap_batch(read_end, limit - 1, self._newest_timestamp()))
         return b"".join(out)
-
-    def _stored_end(self) -> int:
-        """One past the last offset a stored batch covers (the start, if none is stored)."""
-        for s in reversed(self.segments):
-            if s.lasts:
-                return s.lasts[-1] + 1
-        return self.start_offset
 
     def _newest_timestamp(self) -> int:
         return max((s.max_timestamp for s in self.segments), default=-1)
@@ -254,8 +252,9 @@ class PartitionLog:
             if self.flush_messages > 0 and self._unflushed >= self.flush_messages:
                 self._flush_or_undo(active)
         for batch, last_offset, max_timestamp in batches:
-            active.add(int.from_bytes(batch[0:8], "big", signed=True), last_offset, len(batch),
-                       max_timestamp)
+            first = int.from_bytes(batch[0:8], "big", signed=True)
+            active.add(first, last_offset, len(batch), max_timestamp)
+            self.txns.observe(batch, first)
             # A batch without timestamps (-1) ages from when it arrived, not from 1970.
             stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
             active.max_timestamp = max(active.max_timestamp, stamp)
@@ -354,6 +353,7 @@ class PartitionLog:
                 self._roll(self.next_offset)
             self.segments.pop(0)
             self.start_offset = self.segments[0].base_offset
+            self.txns.drop_before(self.start_offset)
             if first.path is not None:
                 first.path.unlink(missing_ok=True)
             dropped += 1
@@ -363,6 +363,7 @@ class PartitionLog:
         """Start at `offset` and forget whole batches ending before it (a view following
         its source's retention, whose start it takes; views live in memory)."""
         self.start_offset = max(self.start_offset, offset)  # never back past what was dropped
+        self.txns.drop_before(self.start_offset)
         for s in self.segments:
             k = bisect.bisect_left(s.lasts, offset)
             if k == 0 or s.data is None:
@@ -408,6 +409,8 @@ class PartitionLog:
                 except RecordBatchError:
                     break  # a torn tail: keep what was written whole
                 seg.add(h.base_offset, h.last_offset, h.size, h.max_timestamp)
+                if h.is_transactional:
+                    self.txns.observe(data[pos:pos + h.size], h.base_offset)
                 seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
                 pos += h.size
             if pos != len(data):

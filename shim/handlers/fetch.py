@@ -8,7 +8,9 @@ answer, or none); only offsets outside that range are OFFSET_OUT_OF_RANGE. A rea
 reaches a view's tail of filtered-out records ends in a gap batch that carries the client to
 the high watermark (`shim.log.gap_batch`). When the
 answer holds fewer than min_bytes it waits for any log to grow, at most max_wait, and
-reads again. The broker's fetch.max.bytes (Kafka's default, 55 MiB) caps max_bytes. Fetch
+reads again. With isolation_level read_committed a read stops at the last stable offset
+and lists the aborted transactions it covers, which clients skip (shim/txn_log.py);
+ListOffsets' latest is then the last stable offset too. The broker's fetch.max.bytes (Kafka's default, 55 MiB) caps max_bytes. Fetch
 sessions are not kept: session_id 0 keeps every client on full fetches.
 """
 
@@ -19,9 +21,12 @@ import time
 
 from shim.protocol import ErrorCode, fetch, offsets
 
+READ_COMMITTED = 1  # isolation_level: only below the last stable offset, aborted ones listed
+
 
 def _read(ctx, request, budget: int) -> tuple[list, int]:
     broker, topics, total = ctx.broker, {}, 0
+    committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     for ref, p in fetch.partitions(request):
         topic = broker.catalog.resolve(ref)
         entry = {"partition_index": p.partition, "error_code": ErrorCode.none,
@@ -37,11 +42,15 @@ def _read(ctx, request, budget: int) -> tuple[list, int]:
         if topic and not ref["name"]:
             topics[key]["name"] = topics[key]["topic"] = topic.name
         hw = lg.next_offset
-        entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=lg.start_offset)
+        lso = lg.txns.last_stable_offset(hw)
+        entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=lg.start_offset)
         if p.fetch_offset < lg.start_offset or p.fetch_offset > hw:
             entry["error_code"] = ErrorCode.offset_out_of_range
             continue
-        data = lg.read(p.fetch_offset, min(p.partition_max_bytes, max(budget - total, 1)))
+        data = lg.read(p.fetch_offset, min(p.partition_max_bytes, max(budget - total, 1)),
+                       upto=lso if committed else None)
+        if committed:
+            entry["aborted_transactions"] = lg.txns.aborted_between(p.fetch_offset, lso)
         entry["records"] = data  # b"" rather than null: librdkafka rejects a null record set
         total += len(data)
     return list(topics.values()), total
@@ -77,6 +86,8 @@ def handle_list_offsets(ctx, request):
             entry["error_code"] = ErrorCode.unknown_topic_or_partition
         elif p.timestamp == offsets.LATEST:
             entry["offset"] = lg.next_offset
+            if getattr(request.body, "isolation_level", 0) == READ_COMMITTED:
+                entry["offset"] = lg.txns.last_stable_offset(lg.next_offset)
         elif p.timestamp in (offsets.EARLIEST, offsets.EARLIEST_LOCAL):
             entry["offset"] = lg.start_offset
         elif p.timestamp in (offsets.LATEST_TIERED, offsets.EARLIEST_PENDING_UPLOAD):

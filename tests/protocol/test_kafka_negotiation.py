@@ -20,6 +20,8 @@ REQUIRED = {
     "OffsetFetch": 9, "InitProducerId": 22, "CreateTopics": 19, "DeleteTopics": 20,
     "CreatePartitions": 37, "DescribeConfigs": 32, "DescribeGroups": 15, "ListGroups": 16,
     "DescribeCluster": 60,
+    "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28,
+    "DescribeProducers": 61, "DescribeTransactions": 65, "ListTransactions": 66,
 }
 
 
