@@ -30,6 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from controller.target import open_target
+from shim import compaction
 from shim.datapath import DataPath, Delivered
 from shim.group_coordinator import Coordinator, Group, parse_assignment
 from shim.limits import Limits
@@ -126,12 +127,14 @@ class Broker:
         return d / "logs" / f"{t.name[:255 - len(suffix)]}{suffix}" / str(p)
 
     def _open_log(self, t: Topic, p: int) -> PartitionLog:
-        retention = t.int_config("retention.bytes")
+        # cleanup.policy=compact alone: nothing expires, the cleaner alone removes records.
+        retention = t.int_config("retention.bytes") if t.deletes else -1
         seg = t.int_config("segment.bytes")
         if retention > 0:
             seg = max(1, min(seg, retention // 4 or 1))  # so retention can drop whole segments
         lg = PartitionLog(self._log_dir(t, p), retention_bytes=retention,
-                          retention_ms=t.int_config("retention.ms"), segment_bytes=seg,
+                          retention_ms=t.int_config("retention.ms") if t.deletes else -1,
+                          segment_bytes=seg,
                           flush_messages=t.int_config("flush.messages"),
                           flush_ms=t.int_config("flush.ms"))
         self.logs[(t.name, p)] = lg
@@ -430,6 +433,22 @@ class Broker:
         except StorageError as exc:
             log.error("transaction markers could not be written yet: %s", exc)
 
+    def _compact(self, t: Topic, p: int, lg: PartitionLog, now_ms: int, force: bool = False) -> None:
+        """A cleaning pass on a compacted partition when its dirty ratio calls for one; its
+        views lose the same records (shim/compaction.py)."""
+        try:
+            removed = compaction.compact(lg, now_ms, t.int_config("delete.retention.ms"),
+                                         float(t.config("min.cleanable.dirty.ratio")), force)
+        except OSError as exc:
+            log.error("%s/%d: compaction failed, the log is as it was: %s", t.name, p, exc)
+            return
+        if removed:
+            log.debug("%s/%d: compaction removed %d records", t.name, p, len(removed))
+            for v in self.catalog.views_of(t.name):
+                vlog = self.logs.get((v.name, p))
+                if vlog is not None:
+                    compaction.drop_records(vlog, removed)
+
     # --- fetch ------------------------------------------------------------------------
 
     def log_for(self, topic: Topic, partition: int) -> PartitionLog | None:
@@ -517,6 +536,8 @@ class Broker:
                     and lg.enforce_retention(now)):
                 for v in self.catalog.views_of(name):
                     self.logs[(v.name, p)].drop_before(lg.start_offset)
+            if t is not None and t.compacted and not t.is_view:
+                self._compact(t, p, lg, now)
             if lg.flush_due():
                 try:
                     lg.flush()

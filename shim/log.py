@@ -145,6 +145,7 @@ class PartitionLog:
         self.next_offset = start_offset
         self.offline: str | None = None  # why appends are refused until a restart
         self.txns = TxnIndex()  # open and aborted transactions, the last stable offset
+        self.cleaned_upto = 0  # compaction: offsets below this were cleaned (shim/compaction.py)
         self._unflushed = 0  # records appended since the last fsync
         self._unflushed_since = 0.0  # monotonic time of the oldest unflushed append
         self._unsynced: list[Path] = []  # segment files (and new ones' directory) to fsync
@@ -339,7 +340,8 @@ class PartitionLog:
         """Drop expired segments from the front; returns how many were dropped."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         dropped = 0
-        while self.segments and self.segments[0].starts:
+        # An empty first segment (compaction removed everything in it) is dropped like any.
+        while self.segments and (self.segments[0].starts or len(self.segments) > 1):
             first = self.segments[0]
             # Kafka's rule: drop a segment only if what remains still holds retention_bytes,
             # and never the active one for size (so retention.bytes=0 keeps the newest).
@@ -372,11 +374,45 @@ class PartitionLog:
                     for i in range(k, len(s.starts))]
             s.drop_front(k, kept)
 
+    def replace_front(self, count: int, batches: list[tuple[bytes, int, int]],
+                      cleaned_upto: int | None = None) -> None:
+        """Replace the first `count` segments by one holding `batches` (bytes, last offset,
+        max timestamp; offsets kept, so the log's start and end stay), named by the first
+        one's base offset: compaction's rewrite. On disk the new file replaces the first
+        segment's atomically, `cleaner-offset` records the cleaned end, then the others are
+        removed; a crash in between leaves segments starting below that end (or below
+        their predecessor's end), which `_open` discards."""
+        old = self.segments[:count]
+        seg = Segment(old[0].base_offset, old[0].path,
+                      None if old[0].path is not None else bytearray())
+        data = b"".join(b for b, _, _ in batches)
+        for batch, last, ts in batches:
+            seg.add(int.from_bytes(batch[0:8], "big", signed=True), last, len(batch), ts)
+            seg.max_timestamp = max(seg.max_timestamp, ts)
+        if seg.path is not None:
+            tmp = seg.path.with_name(seg.path.name + ".cleaned")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, seg.path)
+            if cleaned_upto is not None:  # before the unlinks: `_open` uses it to find leftovers
+                (self.directory / "cleaner-offset").write_text(str(cleaned_upto))
+            for s in old[1:]:
+                s.path.unlink(missing_ok=True)
+            self._unsynced = [p for p in self._unsynced if all(p != s.path for s in old)]
+        else:
+            seg.data += data
+        self.segments[:count] = [seg]
+        if cleaned_upto is not None:
+            self.cleaned_upto = cleaned_upto
+
     def delete(self) -> None:
         for s in self.segments:
             if s.path is not None:
                 s.path.unlink(missing_ok=True)
         if self.directory is not None:
+            (self.directory / "cleaner-offset").unlink(missing_ok=True)
             try:
                 self.directory.rmdir()
             except OSError:
@@ -399,7 +435,13 @@ class PartitionLog:
         return seg
 
     def _open(self) -> None:
+        marker = self.directory / "cleaner-offset"
+        if marker.exists():
+            self.cleaned_upto = int(marker.read_text() or 0)
         for path in sorted(self.directory.glob("*.log")):
+            if self.segments and int(path.stem) < max(self.next_offset, self.cleaned_upto):
+                path.unlink()  # left by a compaction the process did not finish removing
+                continue
             seg = Segment(int(path.stem), path)
             data = path.read_bytes()  # once, to index the batches; reads go to the file
             pos = 0

@@ -7,6 +7,7 @@ Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets 
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
 INVALID_PRODUCER_EPOCH. A transactional producer's batches (transactional_id set) append
 only to partitions of its open transaction, at its current epoch (`_txn_refusal`).
+A compacted topic refuses a batch holding a record without a key (INVALID_RECORD).
 Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
 than the topic's max.message.bytes (Kafka's default, 1048588) fails its partition with
 MESSAGE_TOO_LARGE, as Kafka's does. A partition whose files cannot be written (disk full)
@@ -21,7 +22,7 @@ import logging
 from shim.log import StorageError
 from shim.producers import Verdict
 from shim.protocol import ErrorCode, RecordBatchError, produce
-from shim.protocol.records import decode_batches, validate_produce_batch
+from shim.protocol.records import batch_records, decode_batches, validate_produce_batch
 from shim.transactions import TxnError
 from shim.handlers.transactions import error_code
 
@@ -63,6 +64,10 @@ def handle_produce(ctx, request):
             continue
         if not batches:
             answer.update(error_code=ErrorCode.invalid_record, error_message="no record batch")
+            continue
+        if topic.compacted and any(r.key is None for b in batches for r in batch_records(b)):
+            answer.update(error_code=ErrorCode.invalid_record,  # as Kafka's LogValidator
+                          error_message="Compacted topic cannot accept message without key")
             continue
         limit = topic.int_config("max.message.bytes")
         too_large = [b for b in batches if b.batch_length + 12 > limit]
