@@ -32,7 +32,7 @@ def produce_each(bootstrap: str, topic: str, pairs) -> list:
 
 def read(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"),
-                  "enable.partition.eof": True})
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(topic, 0, 0)])
     got = []
     try:
@@ -120,3 +120,65 @@ def test_min_cleanable_dirty_ratio_holds_the_cleaner_back(broker):
     time.sleep(2)
     assert read(broker.bootstrap, topic) == before
     assert [v for _, k, v in before].count(b"b0") == 1
+
+
+def test_compaction_drops_aborted_records_and_keeps_markers(broker):
+    topic = unique("ctx")
+    create(broker.bootstrap, NewTopic(topic, 1, 1, config={**SMALL,
+                                                            "min.cleanable.dirty.ratio": "0.01"}))
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("tid"),
+                  "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, key=b"a", value=b"committed")
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, key=b"b", value=b"aborted")
+    p.flush(10)
+    p.abort_transaction(30)
+    produce_each(broker.bootstrap, topic, [(f"pad{i}".encode(), b"x" * 40) for i in range(12)])
+
+    def uncommitted(got):
+        return [(k, v) for _, k, v in got if k in (b"a", b"b")]
+
+    c = {"isolation.level": "read_uncommitted"}
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:  # until the cleaner has removed the aborted record
+        got = read_isolated(broker.bootstrap, topic, c)
+        if uncommitted(got) == [(b"a", b"committed")]:
+            break
+        time.sleep(0.3)
+    assert uncommitted(got) == [(b"a", b"committed")]
+    assert uncommitted(read_isolated(broker.bootstrap, topic, {"isolation.level": "read_committed"})) \
+        == [(b"a", b"committed")]
+
+
+def read_isolated(bootstrap: str, topic: str, conf: dict) -> list:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"),
+                  "enable.partition.eof": True, **conf})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    try:
+        while True:
+            m = c.poll(10)
+            if m is None or (m.error() and m.error().code() == KafkaError._PARTITION_EOF):
+                return got
+            if not m.error():
+                got.append((m.offset(), m.key(), m.value()))
+    finally:
+        c.close()
+
+
+def test_compact_delete_also_applies_retention(broker):
+    topic = unique("cdel")
+    create(broker.bootstrap, NewTopic(topic, 1, 1, config={
+        **SMALL, "cleanup.policy": "compact,delete", "retention.bytes": "400",
+        "min.cleanable.dirty.ratio": "1.0"}))
+    produce_each(broker.bootstrap, topic, [(f"k{i}".encode(), b"y" * 40) for i in range(30)])
+    got = read(broker.bootstrap, topic)
+    assert got and got[0][0] > 0  # distinct keys: compaction keeps all, retention drops old ones
+    compact_only = unique("conly")
+    create(broker.bootstrap, NewTopic(compact_only, 1, 1, config={
+        **SMALL, "retention.bytes": "400", "min.cleanable.dirty.ratio": "1.0"}))
+    produce_each(broker.bootstrap, compact_only, [(f"k{i}".encode(), b"y" * 40) for i in range(30)])
+    assert [o for o, _, _ in read(broker.bootstrap, compact_only)] == list(range(30))
