@@ -141,7 +141,8 @@ class Broker:
         for h in lg.headers():  # idempotent producers' recent sequences, as Kafka rebuilds them
             if h.producer_id >= 0 and not h.is_control:
                 self.producers.record(h.producer_id, h.producer_epoch, t.name, p,
-                                      h.base_sequence, h.record_count, h.base_offset)
+                                      h.base_sequence, h.record_count, h.base_offset,
+                                      h.max_timestamp)
         return lg
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],

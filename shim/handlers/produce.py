@@ -106,7 +106,7 @@ def _append(broker, topic, index, raw, batches) -> dict:
         return {"error_code": ErrorCode.kafka_storage_error, "error_message": str(exc)}
     if idempotent:
         broker.producers.record(pid, b.producer_epoch, topic.name, index, b.base_sequence,
-                                b.record_count, base)
+                                b.record_count, base, b.max_timestamp)
     return {"base_offset": base}
 
 

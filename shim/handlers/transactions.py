@@ -138,7 +138,7 @@ def handle_describe_producers(ctx, request):
                 continue
             active = [{"producer_id": pid, "producer_epoch": st.epoch,
                        "last_sequence": st.batches[-1][1] if st.batches else -1,
-                       "last_timestamp": -1, "coordinator_epoch": 0,
+                       "last_timestamp": st.last_timestamp, "coordinator_epoch": 0,
                        "current_txn_start_offset": lg.txns.open.get(pid, -1)}
                       for (pid, name, q), st in broker.producers.state.items()
                       if name == topic.name and q == p]

@@ -76,5 +76,6 @@ def test_java_transactional_producer_read_committed_consumer_and_kafka_transacti
     producers = tx("describe-producers", "--topic", topic, "--partition", "0")
     rows = [line.split() for line in producers.splitlines()[1:] if line.strip()]
     assert sorted(r[-1] for r in rows) == ["7", "None"], producers  # the open one started at 7
+    assert all(int(r[4]) > 0 for r in rows), producers  # LastTimestamp: its newest batch's
     p.abort_transaction(30)
     assert re.search(rf"^{open_tid}\s+0\s+\d+\s+CompleteAbort\s*$", tx("list"), re.M)
