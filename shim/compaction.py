@@ -75,9 +75,12 @@ def compact(lg: PartitionLog, now_ms: int, delete_retention_ms: int, min_ratio: 
         if s.starts:
             batches.extend(decode_batches(s.span(0, len(s.starts)), verify_crc=False))
     aborted = _aborted(lg)
-    newest: dict[bytes | None, int] = {}
+    dropped = {b.base_offset for b in batches  # batches of aborted transactions
+               if b.is_transactional and not b.is_control
+               and _in_aborted(aborted, b.producer_id, b.base_offset)}
+    newest: dict[bytes | None, int] = {}  # an aborted record never hides a committed one
     for b in batches:
-        if not b.is_control:
+        if not b.is_control and b.base_offset not in dropped:
             for r in batch_records(b):
                 newest[r.key] = r.offset
     removed: set[int] = set()
@@ -89,10 +92,9 @@ def compact(lg: PartitionLog, now_ms: int, delete_retention_ms: int, min_ratio: 
                                      base_sequence=b.base_sequence, attributes=b.attributes),
                         b.last_offset, b.max_timestamp))
             continue
-        dropped_txn = b.is_transactional and _in_aborted(aborted, b.producer_id, b.base_offset)
         kept = []
         for r in batch_records(b):
-            keep = (not dropped_txn and newest.get(r.key) == r.offset
+            keep = (b.base_offset not in dropped and newest.get(r.key) == r.offset
                     and (r.value is not None or now_ms - r.timestamp <= delete_retention_ms))
             if keep:
                 kept.append(r)

@@ -134,6 +134,7 @@ def test_compaction_drops_aborted_records_and_keeps_markers(broker):
     p.commit_transaction(30)
     p.begin_transaction()
     p.produce(topic, key=b"b", value=b"aborted")
+    p.produce(topic, key=b"a", value=b"aborted too")  # must not make "committed" go
     p.flush(10)
     p.abort_transaction(30)
     produce_each(broker.bootstrap, topic, [(f"pad{i}".encode(), b"x" * 40) for i in range(12)])
