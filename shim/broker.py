@@ -140,8 +140,9 @@ class Broker:
         self.logs[(t.name, p)] = lg
         for h in lg.headers():  # idempotent producers' recent sequences, as Kafka rebuilds them
             if h.producer_id >= 0 and not h.is_control:
+                # last_offset_delta, not record_count: a batch compaction emptied keeps it
                 self.producers.record(h.producer_id, h.producer_epoch, t.name, p,
-                                      h.base_sequence, h.record_count, h.base_offset,
+                                      h.base_sequence, h.last_offset_delta + 1, h.base_offset,
                                       h.max_timestamp)
         return lg
 

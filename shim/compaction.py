@@ -16,7 +16,10 @@ reaches `min.cleanable.dirty.ratio`. One pass:
 - keeps every control batch (transaction markers), so read_committed readers and the
   log's transaction index (shim/txn_log.py) still know how transactions ended;
 - rewrites the surviving records batch by batch (same base offset, producer, attributes
-  and codec), so every record keeps its offset; a batch left empty disappears. The
+  and codec), so every record keeps its offset; a batch left empty disappears, unless it
+  is its idempotent producer's newest: then its header stays, with no record (as Kafka
+  keeps it), so the producer's sequence is still known after a restart (`Producers` is
+  rebuilt from batch headers) and its next batch is not OUT_OF_ORDER_SEQUENCE_NUMBER. The
   cleanable segments become one segment named by the first one's base offset, so the
   log start offset does not move (shim/log.py `replace_front`).
 
@@ -30,9 +33,13 @@ builds from the compacted source.
 from __future__ import annotations
 
 import bisect
+import struct
+
+from crc32c import crc32c
 
 from shim.log import PartitionLog
-from shim.protocol.records import RecordBatch, batch_records, decode_batches, encode_batch
+from shim.protocol.records import (CRC_START, HEADER, LENGTH_OVERHEAD, RecordBatch, batch_records,
+                                   decode_batches, encode_batch)
 
 
 def dirty_ratio(lg: PartitionLog, limit: int) -> tuple[float, int]:
@@ -83,6 +90,8 @@ def compact(lg: PartitionLog, now_ms: int, delete_retention_ms: int, min_ratio: 
         if not b.is_control and b.base_offset not in dropped:
             for r in batch_records(b):
                 newest[r.key] = r.offset
+    last_of_producer = {b.producer_id: b.base_offset for b in batches
+                        if b.producer_id >= 0 and not b.is_control}
     removed: set[int] = set()
     out: list[tuple[bytes, int, int]] = []
     for b in batches:
@@ -105,8 +114,21 @@ def compact(lg: PartitionLog, now_ms: int, delete_retention_ms: int, min_ratio: 
                                      producer_id=b.producer_id, producer_epoch=b.producer_epoch,
                                      base_sequence=b.base_sequence, attributes=b.attributes),
                         kept[-1].offset, max(r.timestamp for r in kept)))
+        elif last_of_producer.get(b.producer_id) == b.base_offset:
+            out.append((empty_batch(b), b.last_offset, b.max_timestamp))
     lg.replace_front(count, out, cleaned_upto=lg.segments[count - 1].lasts[-1] + 1)
     return removed
+
+
+def empty_batch(b: RecordBatch) -> bytes:
+    """`b`'s header with no record: its offsets, producer, epoch and sequences kept."""
+    size = HEADER.size
+    data = bytearray(HEADER.pack(b.base_offset, size - LENGTH_OVERHEAD, b.partition_leader_epoch,
+                                 2, 0, b.attributes & ~0x07, b.last_offset_delta,
+                                 b.base_timestamp, b.max_timestamp, b.producer_id,
+                                 b.producer_epoch, b.base_sequence, 0))
+    struct.pack_into(">I", data, CRC_START - 4, crc32c(bytes(data[CRC_START:])))
+    return bytes(data)
 
 
 def drop_records(vlog: PartitionLog, removed: set[int]) -> None:

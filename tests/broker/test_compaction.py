@@ -13,8 +13,9 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
-from .conftest import unique  # noqa: E402
+from .conftest import Server, unique  # noqa: E402
 from .test_confluent_kafka import create  # noqa: E402
+from .test_transactions import free_port  # noqa: E402
 
 SMALL = {"cleanup.policy": "compact", "segment.bytes": "300"}  # segments roll every few records
 
@@ -183,3 +184,36 @@ def test_compact_delete_also_applies_retention(broker):
         **SMALL, "retention.bytes": "400", "min.cleanable.dirty.ratio": "1.0"}))
     produce_each(broker.bootstrap, compact_only, [(f"k{i}".encode(), b"y" * 40) for i in range(30)])
     assert [o for o, _, _ in read(broker.bootstrap, compact_only)] == list(range(30))
+
+
+def test_an_idempotent_producer_goes_on_after_compaction_emptied_its_last_batch(tmp_path):
+    """Compaction keeps the header of an idempotent producer's newest batch even when it
+    removed all its records, so after a restart the broker still knows the producer's
+    sequence and its next batch is accepted (not OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+    port = free_port()
+    listen = ["--listen", f"127.0.0.1:{port}"]
+    s = Server(tmp_path, listen)
+    try:
+        topic = unique("cidem")
+        create(s.bootstrap, NewTopic(topic, 1, 1, config={**SMALL,
+                                                          "min.cleanable.dirty.ratio": "0.01"}))
+        a = Producer({"bootstrap.servers": s.bootstrap, "enable.idempotence": True,
+                      "linger.ms": 0, "metadata.recovery.strategy": "none"})
+        for key, value in ((b"a", b"a1"), (b"x", b"x1")):  # two batches, sequences 0 and 1
+            a.produce(topic, key=key, value=value)
+            a.flush(10)
+        produce_each(s.bootstrap, topic, [(b"x", b"x2")] + [(f"p{i}".encode(), b"z" * 40)
+                                                            for i in range(12)])
+        settle(s.bootstrap, topic, lambda g: (b"x", b"x1") not in [(k, v) for _, k, v in g])
+        s.proc.kill()
+        s.proc.wait(10)
+        s.stop()
+        s = Server(tmp_path, listen)
+        errors = []
+        a.produce(topic, key=b"a", value=b"a2", on_delivery=lambda err, msg: errors.append(err))
+        a.flush(30)
+        assert errors == [None]
+        assert (b"a", b"a2") in [(k, v) for _, k, v in read(s.bootstrap, topic)]
+    finally:
+        s.stop()
+

@@ -158,14 +158,14 @@ def test_a_view_serves_read_committed_consumers_only_committed_matches(broker):
                                                  '{"n": 14}']
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def test_open_and_committed_transactions_survive_kill_9(tmp_path):
-    port = _free_port()
+    port = free_port()
     listen = ["--listen", f"127.0.0.1:{port}"]
     s = Server(tmp_path, listen)
     try:
@@ -201,7 +201,7 @@ def test_exactly_once_read_process_write_with_kill_9_in_the_middle(tmp_path):
     goes on and commits, once it is replaced too (a new instance fences it, the open
     transaction is aborted, the consumer rewinds). The output, read read_committed, holds
     every transformed record exactly once."""
-    port = _free_port()
+    port = free_port()
     listen = ["--listen", f"127.0.0.1:{port}"]
     s = Server(tmp_path, listen)
     n, group, tid = 300, unique("eos"), unique("eos-tid")
