@@ -36,6 +36,11 @@ consumer at any offset from there up to the end is answered, not OFFSET_OUT_OF_R
 is the given start (a view's: its source's), the first segment's base once a data dir is
 opened or retention drops segments, and a view's source's start once the view follows
 its source's retention (`drop_before`).
+
+Every batch appended or found on opening passes the log's transaction index
+(`shim/txn_log.py`: open and aborted transactions, the last stable offset that read_committed
+Fetch stops at). Compaction (`shim/compaction.py`) rewrites the segments before the active
+one through `replace_front`; `cleaner-offset` in the directory says how far it has cleaned.
 """
 
 from __future__ import annotations
