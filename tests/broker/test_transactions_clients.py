@@ -19,19 +19,27 @@ JAVA_DIR = pathlib.Path(__file__).parent / "java"
 
 def test_kafka_python_transactional_producer_and_read_committed_consumer(broker):
     kafka = pytest.importorskip("kafka")
-    topic = unique("kptxn")
+    from kafka.structs import OffsetAndMetadata
+    topic, group = unique("kptxn"), unique("kpgroup")
+    consumed = kafka.TopicPartition(unique("kpin"), 0)  # offsets of a (notional) input
+    kafka.KafkaProducer(bootstrap_servers=broker.bootstrap).send(consumed.topic, b"x").get(10)
     p = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique("kptid"))
     p.init_transactions()
     p.begin_transaction()
     for i in range(3):
         p.send(topic, f"c{i}".encode(), partition=0)
+    p.send_offsets_to_transaction({consumed: OffsetAndMetadata(1, "", -1)}, group)
     p.commit_transaction()
     p.begin_transaction()
     for i in range(2):
         p.send(topic, f"a{i}".encode(), partition=0)
+    p.send_offsets_to_transaction({consumed: OffsetAndMetadata(7, "", -1)}, group)
     p.flush()
     p.abort_transaction()
     p.close()
+    committed = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group)
+    assert committed.committed(consumed) == 1  # the commit's offsets applied, the abort's not
+    committed.close()
     got = {}
     for isolation in ("read_committed", "read_uncommitted"):
         c = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level=isolation,
