@@ -30,6 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from controller.target import open_target
+from shim import compaction
 from shim.datapath import DataPath, Delivered
 from shim.fetch_sessions import FetchSessions
 from shim.consumer_groups import ConsumerGroups
@@ -40,6 +41,8 @@ from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
 from shim.schema import describe_source
 from shim.topics import FILTER, SCHEMA, Catalog, Topic, TopicError
+from shim.transactions import TransactionCoordinator
+from shim.txn_log import ABORT, COMMIT, TRANSACTIONAL_BIT, marker_batch
 
 log = logging.getLogger("camus.broker")
 
@@ -73,6 +76,9 @@ class Broker:
                                               lambda: [t.name for t in self.catalog])
         self.producers = Producers(config.data_dir)
         self.fetch_sessions = FetchSessions()
+        self.transactions = TransactionCoordinator(
+            config.data_dir, lambda: self.producers.init()[0], self._write_markers,
+            self._apply_txn_offsets)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.view_ports: dict[int, str] = {}  # target port -> view name
         self.replaying: set[str] = set()  # views whose source replay is under way
@@ -99,6 +105,7 @@ class Broker:
                 self.create_topic(t["name"], int(t.get("partitions", config.default_partitions)),
                                   {k: str(v) for k, v in t.get("configs", {}).items()},
                                   partitions_given="partitions" in t)
+        self._recover_transactions()
 
     # --- topics -----------------------------------------------------------------------
 
@@ -126,12 +133,14 @@ class Broker:
 
     @staticmethod
     def _log_settings(t: Topic) -> dict:
-        """A source partition log's settings from its topic's configs."""
-        retention = t.int_config("retention.bytes")
+        """A source partition log's settings from its topic's configs. cleanup.policy=compact
+        alone: nothing expires, the cleaner alone removes records."""
+        retention = t.int_config("retention.bytes") if t.deletes else -1
         seg = t.int_config("segment.bytes")
         if retention > 0:
             seg = max(1, min(seg, retention // 4 or 1))  # so retention can drop whole segments
-        return {"retention_bytes": retention, "retention_ms": t.int_config("retention.ms"),
+        return {"retention_bytes": retention,
+                "retention_ms": t.int_config("retention.ms") if t.deletes else -1,
                 "segment_bytes": seg, "flush_messages": t.int_config("flush.messages"),
                 "flush_ms": t.int_config("flush.ms")}
 
@@ -139,9 +148,11 @@ class Broker:
         lg = PartitionLog(self._log_dir(t, p), **self._log_settings(t))
         self.logs[(t.name, p)] = lg
         for h in lg.headers():  # idempotent producers' recent sequences, as Kafka rebuilds them
-            if h.producer_id >= 0:
+            if h.producer_id >= 0 and not h.is_control:
+                # last_offset_delta, not record_count: a batch compaction emptied keeps it
                 self.producers.record(h.producer_id, h.producer_epoch, t.name, p,
-                                      h.base_sequence, h.record_count, h.base_offset)
+                                      h.base_sequence, h.last_offset_delta + 1, h.base_offset,
+                                      h.max_timestamp)
         return lg
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
@@ -306,9 +317,12 @@ class Broker:
             vlog = self.logs[(view.name, p)] = PartitionLog(start_offset=src_log.start_offset)
             data = src_log.read(src_log.start_offset, 1 << 62)
             for batch in decode_batches(data) if data else []:
+                if batch.is_control:  # a transaction's marker: after its records, in order
+                    self.datapath.after(partial(self._copy_marker, vlog, batch))
+                    continue
                 self.datapath.send(source.number, p, source.schema, batch.records, only=port,
-                                   then=lambda got, vlog=vlog: self._append_view(
-                                       vlog, got.get(port, [])))
+                                   then=lambda got, vlog=vlog, producer=_producer(batch):
+                                   self._append_view(vlog, got.get(port, []), producer))
             self.datapath.after(partial(vlog.advance, src_log.next_offset))
         self.datapath.after(partial(self._replayed, view.name))
 
@@ -390,10 +404,12 @@ class Broker:
         if not self.datapath.wants(topic.number) and not self.catalog.views_of(topic.name):
             return  # a plain topic: nobody receives its records, no view moves past them
         self.datapath.send_batch(topic.number, partition, topic.schema, batch,
-                                 then=partial(self._delivered, topic.name, partition, end),
+                                 then=partial(self._delivered, topic.name, partition, end,
+                                              _producer(batch)),
                                  shift=base - batch.base_offset)
 
-    def _delivered(self, name: str, partition: int, end: int, out: Delivered) -> None:
+    def _delivered(self, name: str, partition: int, end: int, producer: tuple | None,
+                   out: Delivered) -> None:
         """The target's report on a produced batch: views append, and end past it."""
         views = self.catalog.views_of(name)
         if not views:  # only group members receive it (or it was deleted under way)
@@ -401,7 +417,7 @@ class Broker:
         for port, got in out.items():
             view = self.view_ports.get(port)
             if view is not None:
-                self._append_view(self.logs[(view, partition)], got)
+                self._append_view(self.logs[(view, partition)], got, producer)
             # Group members' ports are subscribed with log=False: the data path counts what
             # they receive; members read the topic's or view's log, so committed offsets stay
             # valid across rebalances.
@@ -414,12 +430,82 @@ class Broker:
         self.changed.set()
 
     @staticmethod
-    def _append_view(vlog: PartitionLog, got: list) -> None:
+    def _append_view(vlog: PartitionLog, got: list, producer: tuple[int, int] | None = None) -> None:
+        """Append what a view's port received from one source batch; a transactional
+        batch's records keep its producer and the transactional bit, so the view's own
+        transaction index (shim/txn_log.py) gives its read_committed consumers the same
+        answers as its source's."""
         if not got:
             return
         records = [r for _, r in got]
-        data = encode_batch(records, compression=Codec.NONE)
+        pid, epoch = producer or (-1, -1)
+        data = encode_batch(records, compression=Codec.NONE, producer_id=pid,
+                            producer_epoch=epoch, attributes=TRANSACTIONAL_BIT if producer else 0)
         vlog.append(data, records[-1].offset, max(r.timestamp for r in records))
+
+    @staticmethod
+    def _copy_marker(vlog: PartitionLog, marker: RecordBatch) -> None:
+        """A source's transaction marker into a view's log, at the source's offset (once:
+        a view replayed after the marker was written has it from the replay)."""
+        if vlog.next_offset <= marker.base_offset:
+            vlog.append(encode_batch(marker.records, producer_id=marker.producer_id,
+                                     producer_epoch=marker.producer_epoch,
+                                     attributes=marker.attributes),
+                        marker.base_offset, marker.max_timestamp)
+
+    # --- transactions -----------------------------------------------------------------
+
+    def _write_markers(self, partitions: set, producer_id: int, epoch: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker at the end of each partition of a transaction, and so of
+        each of its views (after the records the data path is still delivering)."""
+        now = int(time.time() * 1000)
+        for name, p in sorted(partitions):
+            lg = self.logs.get((name, p))
+            if lg is None:
+                continue  # the topic was deleted under the transaction
+            offset = lg.next_offset
+            data = marker_batch(offset, now, producer_id, epoch, COMMIT if commit else ABORT)
+            lg.append(data, offset, now)
+            marker = decode_batches(data)[0]
+            for v in self.catalog.views_of(name):
+                self.datapath.after(partial(self._marker_to_view, v.name, p, marker))
+        self.changed.set()
+
+    def _marker_to_view(self, view: str, partition: int, marker: RecordBatch) -> None:
+        vlog = self.logs.get((view, partition))
+        if vlog is not None:
+            self._copy_marker(vlog, marker)
+            self.changed.set()
+
+    def _apply_txn_offsets(self, offsets: dict) -> None:
+        for group, parts in offsets.items():
+            for (name, p), (offset, metadata) in parts.items():
+                self.commit(group, name, p, offset, metadata)
+        if offsets:
+            self.save_offsets()
+
+    def _recover_transactions(self) -> None:
+        """Finish transactions a crash left between their Prepare and Complete states."""
+        try:
+            self.transactions.recover()
+        except StorageError as exc:
+            log.error("transaction markers could not be written yet: %s", exc)
+
+    def _compact(self, t: Topic, p: int, lg: PartitionLog, now_ms: int, force: bool = False) -> None:
+        """A cleaning pass on a compacted partition when its dirty ratio calls for one; its
+        views lose the same records (shim/compaction.py)."""
+        try:
+            removed = compaction.compact(lg, now_ms, t.int_config("delete.retention.ms"),
+                                         float(t.config("min.cleanable.dirty.ratio")), force)
+        except OSError as exc:
+            log.error("%s/%d: compaction failed, the log is as it was: %s", t.name, p, exc)
+            return
+        if removed:
+            log.debug("%s/%d: compaction removed %d records", t.name, p, len(removed))
+            for v in self.catalog.views_of(t.name):
+                vlog = self.logs.get((v.name, p))
+                if vlog is not None:
+                    compaction.drop_records(vlog, removed)
 
     # --- fetch ------------------------------------------------------------------------
 
@@ -499,6 +585,12 @@ class Broker:
         """Periodic work: session expiry, time-based retention, `flush.ms` fsyncs."""
         for gid, mid in [*self.coordinator.expire(), *self.consumer_groups.expire()]:
             log.info("group %s: member %s expired", gid, mid)
+        try:
+            for txn_id in self.transactions.expire():
+                log.info("transaction of %r timed out and was aborted", txn_id)
+            self.transactions.recover()
+        except StorageError as exc:
+            log.error("transaction markers could not be written: %s", exc)
         now = int(time.time() * 1000)
         for (name, p), lg in list(self.logs.items()):
             t = self.catalog.get(name)
@@ -506,8 +598,15 @@ class Broker:
                     and lg.enforce_retention(now)):
                 for v in self.catalog.views_of(name):
                     self.logs[(v.name, p)].drop_before(lg.start_offset)
+            if t is not None and t.compacted and not t.is_view:
+                self._compact(t, p, lg, now)
             if lg.flush_due():
                 try:
                     lg.flush()
                 except StorageError as exc:
                     log.error("%s/%d: %s", name, p, exc)
+
+
+def _producer(batch: RecordBatch) -> tuple[int, int] | None:
+    """(producer id, epoch) of a transactional batch, None for any other."""
+    return (batch.producer_id, batch.producer_epoch) if batch.is_transactional else None

@@ -36,6 +36,11 @@ consumer at any offset from there up to the end is answered, not OFFSET_OUT_OF_R
 is the given start (a view's: its source's), the first segment's base once a data dir is
 opened or retention drops segments, and a view's source's start once the view follows
 its source's retention (`drop_before`).
+
+Every batch appended or found on opening passes the log's transaction index
+(`shim/txn_log.py`: open and aborted transactions, the last stable offset that read_committed
+Fetch stops at). Compaction (`shim/compaction.py`) rewrites the segments before the active
+one through `replace_front`; `cleaner-offset` in the directory says how far it has cleaned.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from pathlib import Path
 
 from shim.protocol.errors import RecordBatchError
 from shim.protocol.records import Record, decode_batch, encode_batch, read_batch_header
+from shim.txn_log import TxnIndex
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
@@ -144,6 +150,8 @@ class PartitionLog:
         self.start_offset = start_offset  # see the module text: not the first batch's offset
         self.next_offset = start_offset
         self.offline: str | None = None  # why appends are refused until a restart
+        self.txns = TxnIndex()  # open and aborted transactions, the last stable offset
+        self.cleaned_upto = 0  # compaction: offsets below this were cleaned (shim/compaction.py)
         self._unflushed = 0  # records appended since the last fsync
         self._unflushed_since = 0.0  # monotonic time of the oldest unflushed append
         self._unsynced: list[Path] = []  # segment files (and new ones' directory) to fsync
@@ -160,38 +168,34 @@ class PartitionLog:
     def size(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
+    def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
         """Whole batches from the one holding `offset` on, at least one, about max_bytes;
-        ending, when the read reaches a tail of filtered-out offsets, in a gap batch."""
+        ending, when the read reaches a tail of filtered-out offsets, in a gap batch.
+        `upto` (read_committed: the last stable offset) stops before the first batch that
+        starts there or later; a gap batch then reaches no further than it."""
         out, total, complete = [], 0, True
+        limit = self.next_offset if upto is None else min(upto, self.next_offset)
+        read_end = offset  # one past the last offset of what is read
         for s in self.segments:
             if not s.lasts or s.lasts[-1] < offset:
                 continue
             i = j = bisect.bisect_left(s.lasts, offset)
-            while j < len(s.starts):
+            while j < len(s.starts) and s.firsts[j] < limit:
                 end = s.starts[j + 1] if j + 1 < len(s.starts) else s.size
                 length = end - s.starts[j]
                 if (out or j > i) and total + length > max_bytes:
                     break
                 total += length
+                read_end = max(read_end, s.lasts[j] + 1)
                 j += 1
             if j > i:
                 out.append(s.span(i, j))
             if j < len(s.starts):
-                complete = False
+                complete = s.firsts[j] >= limit  # stopped at the limit, not at max_bytes
                 break
-        if complete:
-            gap_start = max(offset, self._stored_end())
-            if gap_start < self.next_offset:
-                out.append(gap_batch(gap_start, self.next_offset - 1, self._newest_timestamp()))
+        if complete and read_end < limit:
+            out.append(gap_batch(read_end, limit - 1, self._newest_timestamp()))
         return b"".join(out)
-
-    def _stored_end(self) -> int:
-        """One past the last offset a stored batch covers (the start, if none is stored)."""
-        for s in reversed(self.segments):
-            if s.lasts:
-                return s.lasts[-1] + 1
-        return self.start_offset
 
     def _newest_timestamp(self) -> int:
         return max((s.max_timestamp for s in self.segments), default=-1)
@@ -255,8 +259,9 @@ class PartitionLog:
             if self.flush_messages > 0 and self._unflushed >= self.flush_messages:
                 self._flush_or_undo(active)
         for batch, last_offset, max_timestamp in batches:
-            active.add(int.from_bytes(batch[0:8], "big", signed=True), last_offset, len(batch),
-                       max_timestamp)
+            first = int.from_bytes(batch[0:8], "big", signed=True)
+            active.add(first, last_offset, len(batch), max_timestamp)
+            self.txns.observe(batch, first)
             # A batch without timestamps (-1) ages from when it arrived, not from 1970.
             stamp = max_timestamp if max_timestamp >= 0 else int(time.time() * 1000)
             active.max_timestamp = max(active.max_timestamp, stamp)
@@ -341,7 +346,8 @@ class PartitionLog:
         """Drop expired segments from the front; returns how many were dropped."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         dropped = 0
-        while self.segments and self.segments[0].starts:
+        # An empty first segment (compaction removed everything in it) is dropped like any.
+        while self.segments and (self.segments[0].starts or len(self.segments) > 1):
             first = self.segments[0]
             # Kafka's rule: drop a segment only if what remains still holds retention_bytes,
             # and never the active one for size (so retention.bytes=0 keeps the newest).
@@ -356,6 +362,7 @@ class PartitionLog:
             self.segments.pop(0)
             # Never back before a DeleteRecords start inside the new first segment.
             self.start_offset = max(self.start_offset, self.segments[0].base_offset)
+            self.txns.drop_before(self.start_offset)
             if first.path is not None:
                 first.path.unlink(missing_ok=True)
             dropped += 1
@@ -365,6 +372,7 @@ class PartitionLog:
         """Start at `offset` and forget whole batches ending before it (a view following
         its source's retention, whose start it takes; views live in memory)."""
         self.start_offset = max(self.start_offset, offset)  # never back past what was dropped
+        self.txns.drop_before(self.start_offset)
         for s in self.segments:
             k = bisect.bisect_left(s.lasts, offset)
             if k == 0 or s.data is None:
@@ -395,12 +403,46 @@ class PartitionLog:
             os.replace(tmp, self.directory / START_CHECKPOINT)
         return self.start_offset
 
+    def replace_front(self, count: int, batches: list[tuple[bytes, int, int]],
+                      cleaned_upto: int | None = None) -> None:
+        """Replace the first `count` segments by one holding `batches` (bytes, last offset,
+        max timestamp; offsets kept, so the log's start and end stay), named by the first
+        one's base offset: compaction's rewrite. On disk the new file replaces the first
+        segment's atomically, `cleaner-offset` records the cleaned end, then the others are
+        removed; a crash in between leaves segments starting below that end (or below
+        their predecessor's end), which `_open` discards."""
+        old = self.segments[:count]
+        seg = Segment(old[0].base_offset, old[0].path,
+                      None if old[0].path is not None else bytearray())
+        data = b"".join(b for b, _, _ in batches)
+        for batch, last, ts in batches:
+            seg.add(int.from_bytes(batch[0:8], "big", signed=True), last, len(batch), ts)
+            seg.max_timestamp = max(seg.max_timestamp, ts)
+        if seg.path is not None:
+            tmp = seg.path.with_name(seg.path.name + ".cleaned")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, seg.path)
+            if cleaned_upto is not None:  # before the unlinks: `_open` uses it to find leftovers
+                (self.directory / "cleaner-offset").write_text(str(cleaned_upto))
+            for s in old[1:]:
+                s.path.unlink(missing_ok=True)
+            self._unsynced = [p for p in self._unsynced if all(p != s.path for s in old)]
+        else:
+            seg.data += data
+        self.segments[:count] = [seg]
+        if cleaned_upto is not None:
+            self.cleaned_upto = cleaned_upto
+
     def delete(self) -> None:
         for s in self.segments:
             if s.path is not None:
                 s.path.unlink(missing_ok=True)
         if self.directory is not None:
             (self.directory / START_CHECKPOINT).unlink(missing_ok=True)
+            (self.directory / "cleaner-offset").unlink(missing_ok=True)
             try:
                 self.directory.rmdir()
             except OSError:
@@ -423,7 +465,13 @@ class PartitionLog:
         return seg
 
     def _open(self) -> None:
+        marker = self.directory / "cleaner-offset"
+        if marker.exists():
+            self.cleaned_upto = int(marker.read_text() or 0)
         for path in sorted(self.directory.glob("*.log")):
+            if self.segments and int(path.stem) < max(self.next_offset, self.cleaned_upto):
+                path.unlink()  # left by a compaction the process did not finish removing
+                continue
             seg = Segment(int(path.stem), path)
             data = path.read_bytes()  # once, to index the batches; reads go to the file
             pos = 0
@@ -433,6 +481,8 @@ class PartitionLog:
                 except RecordBatchError:
                     break  # a torn tail: keep what was written whole
                 seg.add(h.base_offset, h.last_offset, h.size, h.max_timestamp)
+                if h.is_transactional:
+                    self.txns.observe(data[pos:pos + h.size], h.base_offset)
                 seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
                 pos += h.size
             if pos != len(data):

@@ -32,6 +32,7 @@ WINDOW = 5
 class _State:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=WINDOW))  # (first, last, offset)
+    last_timestamp: int = -1  # of its newest batch (DescribeProducers)
 
 
 class Verdict:
@@ -78,10 +79,11 @@ class Producers:
         return Verdict.APPEND, -1
 
     def record(self, pid: int, epoch: int, topic: str, partition: int, first: int, count: int,
-               base_offset: int) -> None:
+               base_offset: int, timestamp: int = -1) -> None:
         key = (pid, topic, partition)
         self.epochs[pid] = max(self.epochs.get(pid, epoch), epoch)
         st = self.state.get(key)
         if st is None or epoch > st.epoch:
             st = self.state[key] = _State(epoch)
         st.batches.append((first, first + count - 1, base_offset))
+        st.last_timestamp = max(st.last_timestamp, timestamp)

@@ -51,7 +51,12 @@ DEFAULTS = {
     # Kafka's defaults: never fsync on a count or a timer (the OS writes back; see shim/log.py).
     "flush.messages": str(2**63 - 1),
     "flush.ms": str(2**63 - 1),
+    # Log compaction (shim/compaction.py), with Kafka's defaults.
+    "min.cleanable.dirty.ratio": "0.5",
+    "delete.retention.ms": "86400000",
 }
+CLEANUP_POLICIES = {"delete": (False, True), "compact": (True, False),
+                    "compact,delete": (True, True), "delete,compact": (True, True)}
 MIN_SEGMENT_BYTES = 14  # Kafka's lower bound for segment.bytes
 
 # Broker-wide defaults a --config file may set, by Kafka's broker property names.
@@ -92,6 +97,18 @@ class Topic:
             return int(self.config(name))
         except ValueError:
             return int(self.defaults[name])
+
+    @property
+    def compacted(self) -> bool:
+        """cleanup.policy holds `compact` (a view: its source's, see Broker)."""
+        return CLEANUP_POLICIES.get(self.config("cleanup.policy").replace(" ", ""),
+                                    (False, True))[0]
+
+    @property
+    def deletes(self) -> bool:
+        """cleanup.policy holds `delete`: retention.ms and retention.bytes apply."""
+        return CLEANUP_POLICIES.get(self.config("cleanup.policy").replace(" ", ""),
+                                    (False, True))[1]
 
     def to_json(self) -> dict:
         return {"name": self.name, "topic_id": str(self.topic_id), "number": self.number,
@@ -159,19 +176,31 @@ class Catalog:
         if partitions < 1:
             raise TopicError(f"number of partitions must be at least 1, not {partitions}",
                              "invalid_partitions")
-        for key in ("retention.ms", "retention.bytes", "segment.bytes", "flush.messages", "flush.ms"):
+        for key in ("retention.ms", "retention.bytes", "segment.bytes", "flush.messages", "flush.ms",
+                    "delete.retention.ms"):
             if key in configs:
                 try:
                     int(configs[key])
                 except ValueError:
                     raise TopicError(f"{key}={configs[key]!r} is not an integer",
                                      "invalid_config") from None
-        if configs.get("cleanup.policy", "delete") != "delete":
-            raise TopicError(f"cleanup.policy={configs['cleanup.policy']!r}: only 'delete' is "
-                             "implemented (no log compaction yet)", "invalid_config")
+        if configs.get("cleanup.policy", "delete").replace(" ", "") not in CLEANUP_POLICIES:
+            raise TopicError(f"cleanup.policy={configs['cleanup.policy']!r}: expected delete, "
+                             "compact or compact,delete", "invalid_config")
+        if "min.cleanable.dirty.ratio" in configs:
+            try:
+                ratio = float(configs["min.cleanable.dirty.ratio"])
+            except ValueError:
+                ratio = -1.0
+            if not 0 <= ratio <= 1:
+                raise TopicError(f"min.cleanable.dirty.ratio={configs['min.cleanable.dirty.ratio']!r}:"
+                                 " must be a number from 0 to 1", "invalid_config")
         if int(configs.get("segment.bytes", MIN_SEGMENT_BYTES)) < MIN_SEGMENT_BYTES:
             raise TopicError(f"segment.bytes={configs['segment.bytes']}: must be at least "
                              f"{MIN_SEGMENT_BYTES}, as on Kafka", "invalid_config")
+        if int(configs.get("delete.retention.ms", 0)) < 0:
+            raise TopicError(f"delete.retention.ms={configs['delete.retention.ms']}: must be 0 or "
+                             "more", "invalid_config")
         for key in ("retention.bytes", "retention.ms", "flush.messages", "flush.ms"):
             if key in configs and int(configs[key]) < -1:
                 raise TopicError(f"{key}={configs[key]}: must be -1 or more", "invalid_config")

@@ -8,9 +8,12 @@ answer, or none); only offsets outside that range are OFFSET_OUT_OF_RANGE. A rea
 reaches a view's tail of filtered-out records ends in a gap batch that carries the client to
 the high watermark (`shim.log.gap_batch`). When the
 answer holds fewer than min_bytes it waits for any log to grow, at most max_wait, and
-reads again. The broker's fetch.max.bytes (Kafka's default, 55 MiB) caps max_bytes. Fetch
-sessions (KIP-227, `shim.fetch_sessions`): a full Fetch opens one, later incremental
-Fetches read the session's partitions and are answered only with those that changed.
+reads again. With isolation_level read_committed a read stops at the last stable offset
+and lists the aborted transactions it covers, which clients skip (shim/txn_log.py);
+ListOffsets' latest is then the last stable offset too. The broker's fetch.max.bytes
+(Kafka's default, 55 MiB) caps max_bytes. Fetch sessions (KIP-227, `shim.fetch_sessions`):
+a full Fetch opens one, later incremental Fetches read the session's partitions and are
+answered only with those that changed.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import time
 from shim.fetch_sessions import FINAL_EPOCH, FetchSessions, Plan
 from shim.protocol import ErrorCode, fetch, offsets
 from shim.protocol.entities import topic_ref
+
+READ_COMMITTED = 1  # isolation_level: only below the last stable offset, aborted ones listed
 
 
 def _plan(ctx, request) -> Plan:
@@ -34,6 +39,7 @@ def _plan(ctx, request) -> Plan:
 
 def _read(ctx, request, budget: int, items=None) -> tuple[list, int]:
     broker, topics, total = ctx.broker, {}, 0
+    committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     for ref, p in fetch.partitions(request) if items is None else items:
         topic = broker.catalog.resolve(ref)
         entry = {"partition_index": p.partition, "error_code": ErrorCode.none,
@@ -49,11 +55,15 @@ def _read(ctx, request, budget: int, items=None) -> tuple[list, int]:
         if topic and not ref["name"]:
             topics[key]["name"] = topics[key]["topic"] = topic.name
         hw = lg.next_offset
-        entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=lg.start_offset)
+        lso = lg.txns.last_stable_offset(hw)
+        entry.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=lg.start_offset)
         if p.fetch_offset < lg.start_offset or p.fetch_offset > hw:
             entry["error_code"] = ErrorCode.offset_out_of_range
             continue
-        data = lg.read(p.fetch_offset, min(p.partition_max_bytes, max(budget - total, 1)))
+        data = lg.read(p.fetch_offset, min(p.partition_max_bytes, max(budget - total, 1)),
+                       upto=lso if committed else None)
+        if committed:
+            entry["aborted_transactions"] = lg.txns.aborted_between(p.fetch_offset, lso)
         entry["records"] = data  # b"" rather than null: librdkafka rejects a null record set
         total += len(data)
     return list(topics.values()), total
@@ -94,6 +104,8 @@ def handle_list_offsets(ctx, request):
             entry["error_code"] = ErrorCode.unknown_topic_or_partition
         elif p.timestamp == offsets.LATEST:
             entry["offset"] = lg.next_offset
+            if getattr(request.body, "isolation_level", 0) == READ_COMMITTED:
+                entry["offset"] = lg.txns.last_stable_offset(lg.next_offset)
         elif p.timestamp in (offsets.EARLIEST, offsets.EARLIEST_LOCAL):
             entry["offset"] = lg.start_offset
         elif p.timestamp in (offsets.LATEST_TIERED, offsets.EARLIEST_PENDING_UPLOAD):

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 from shim.group_coordinator import GroupError
 from shim.handlers.cluster import authorized_operations
-from shim.protocol import ErrorCode, group_apis, produce
+from shim.protocol import ErrorCode, group_apis
 
 
 def handle_find_coordinator(ctx, request):
-    key_type, keys = group_apis.coordinator_keys(request)
+    # Groups and transactional ids alike: this broker coordinates them all.
+    _, keys = group_apis.coordinator_keys(request)
     c = ctx.broker.config
-    if key_type == group_apis.TRANSACTION_KEY:
-        answers = [{"key": k, "node_id": -1, "host": "", "port": -1,
-                    "error_code": produce.TRANSACTIONS_UNSUPPORTED,
-                    "error_message": "transactions are not implemented"} for k in keys]
-    else:
-        answers = [{"key": k, "node_id": c.node_id, "host": c.host, "port": c.port,
-                    "error_code": ErrorCode.none} for k in keys]
+    answers = [{"key": k, "node_id": c.node_id, "host": c.host, "port": c.port,
+                "error_code": ErrorCode.none} for k in keys]
     return group_apis.coordinator_response(request, answers)
 
 

@@ -90,6 +90,10 @@ def handle_offset_fetch(ctx, request):
                 out.append({"group_id": gid, "error_code": ErrorCode[error], "topics": []})
                 continue
         committed = broker.offsets.get(gid, {})
+        # require_stable (v7+): an offset an open transaction will commit is not answered yet
+        # (UNSTABLE_OFFSET_COMMIT, which clients retry), as Kafka.
+        pending = (broker.transactions.pending_offsets(gid)
+                   if getattr(request.body, "require_stable", False) else set())
         if wanted is None:
             by_topic: dict = {}
             for (name, p) in committed:
@@ -106,9 +110,11 @@ def handle_offset_fetch(ctx, request):
             entries = []
             for p in parts:
                 offset, meta = committed.get((name, p), (-1, ""))
-                entries.append({"partition_index": p, "committed_offset": offset,
+                unstable = (name, p) in pending
+                entries.append({"partition_index": p, "committed_offset": -1 if unstable else offset,
                                 "committed_leader_epoch": -1, "metadata": meta,
-                                "error_code": ErrorCode.none})
+                                "error_code": ErrorCode.unstable_offset_commit if unstable
+                                else ErrorCode.none})
             topics.append({**ref, "partitions": entries})
         out.append({"group_id": gid, "error_code": ErrorCode.none, "topics": topics})
     if request.api_version >= 8:

@@ -5,7 +5,10 @@ and their records validated before any offset is assigned, so a bad batch fails 
 partition; the records are built only if the topic has subscribers (views, group members).
 Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets its
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
-INVALID_PRODUCER_EPOCH. Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
+INVALID_PRODUCER_EPOCH. A transactional producer's batches (transactional_id set) append
+only to partitions of its open transaction, at its current epoch (`_txn_refusal`).
+A compacted topic refuses a batch holding a record without a key (INVALID_RECORD).
+Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
 than the topic's max.message.bytes (Kafka's default, 1048588) fails its partition with
 MESSAGE_TOO_LARGE, as Kafka's does. A partition whose files cannot be written (disk full)
 answers KAFKA_STORAGE_ERROR and stores nothing (shim/log.py). acks=0 requests
@@ -19,7 +22,9 @@ import logging
 from shim.log import StorageError
 from shim.producers import Verdict
 from shim.protocol import ErrorCode, RecordBatchError, produce
-from shim.protocol.records import decode_batches, validate_produce_batch
+from shim.protocol.records import batch_records, decode_batches, validate_produce_batch
+from shim.transactions import TxnError
+from shim.handlers.transactions import error_code
 
 log = logging.getLogger("camus.produce")
 MAX_REQUEST_RECORDS = 100 << 20
@@ -29,9 +34,6 @@ def handle_produce(ctx, request):
     broker = ctx.broker
     if request.body.acks not in (-1, 0, 1):
         return request.error_response(ErrorCode.invalid_required_acks)
-    if request.body.transactional_id is not None:
-        return request.error_response(produce.TRANSACTIONS_UNSUPPORTED,
-                                      "transactions are not implemented")
     by_topic: dict = {}
     for ref, index, raw in produce.partitions(request):
         topic = broker.catalog.resolve(ref)
@@ -63,12 +65,20 @@ def handle_produce(ctx, request):
         if not batches:
             answer.update(error_code=ErrorCode.invalid_record, error_message="no record batch")
             continue
+        if topic.compacted and any(r.key is None for b in batches for r in batch_records(b)):
+            answer.update(error_code=ErrorCode.invalid_record,  # as Kafka's LogValidator
+                          error_message="Compacted topic cannot accept message without key")
+            continue
         limit = topic.int_config("max.message.bytes")
         too_large = [b for b in batches if b.batch_length + 12 > limit]
         if too_large:  # as Kafka: the batch as sent (compressed), log overhead included
             answer.update(error_code=ErrorCode.message_too_large,
                           error_message=f"batch of {too_large[0].batch_length + 12} bytes is "
                                         f"larger than max.message.bytes={limit}")
+            continue
+        refused = _txn_refusal(broker, request.body.transactional_id, topic, index, batches)
+        if refused is not None:
+            answer.update(error_code=refused[0], error_message=refused[1])
             continue
         answer.update(_append(broker, topic, index, raw, batches))
         answer["log_start_offset"] = lg.start_offset
@@ -96,15 +106,48 @@ def _append(broker, topic, index, raw, batches) -> dict:
         return {"error_code": ErrorCode.kafka_storage_error, "error_message": str(exc)}
     if idempotent:
         broker.producers.record(pid, b.producer_epoch, topic.name, index, b.base_sequence,
-                                b.record_count, base)
+                                b.record_count, base, b.max_timestamp)
     return {"base_offset": base}
+
+
+def _txn_refusal(broker, txn_id, topic, index, batches) -> tuple[ErrorCode, str] | None:
+    """Why a transactional produce may not append (None: it may), as Kafka's partition
+    leader checks with the coordinator: the producer's current epoch, a partition added to
+    its open transaction (AddPartitionsToTxn), transactional batches under a transactional
+    id and only there."""
+    b = batches[0]
+    if txn_id is None:
+        if any(x.is_transactional for x in batches):
+            return ErrorCode.invalid_txn_state, "transactional batch without a transactional id"
+        return None
+    if not all(x.is_transactional and x.producer_id == b.producer_id for x in batches):
+        return ErrorCode.invalid_record, "a transactional producer's batches are transactional"
+    try:
+        missing = broker.transactions.verify_partitions(txn_id, b.producer_id, b.producer_epoch,
+                                                        [(topic.name, index)])
+    except TxnError as exc:  # Produce answers fencing with INVALID_PRODUCER_EPOCH, as Kafka
+        code = ErrorCode.invalid_producer_epoch if exc.code == "producer_fenced" else ErrorCode[exc.code]
+        return code, str(exc)
+    if missing:
+        return ErrorCode.invalid_txn_state, f"{topic.name}/{index} is not in the transaction"
+    return None
 
 
 def handle_init_producer_id(ctx, request):
     body = request.body
     if body.transactional_id is not None:
-        return request.response(error_code=produce.TRANSACTIONS_UNSUPPORTED, producer_id=-1,
-                                producer_epoch=-1)
+        try:
+            pid, epoch = ctx.broker.transactions.init_producer(
+                body.transactional_id, int(body.transaction_timeout.total_seconds() * 1000),
+                getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1))
+        except TxnError as exc:
+            return request.response(error_code=error_code(exc, "InitProducerId", request.api_version),
+                                    producer_id=-1, producer_epoch=-1)
+        except StorageError as exc:  # aborting the old instance's transaction failed
+            log.error("InitProducerId: %s", exc)
+            return request.response(error_code=ErrorCode.concurrent_transactions, producer_id=-1,
+                                    producer_epoch=-1)
+        return request.response(error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch)
     pid, epoch = ctx.broker.producers.init(getattr(body, "producer_id", -1),
                                            getattr(body, "producer_epoch", -1))
     return request.response(error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch)

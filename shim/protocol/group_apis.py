@@ -2,8 +2,8 @@
 (14) 0-5, Heartbeat (12) 0-4, LeaveGroup (13) 0-5, DescribeGroups (15) 0-6,
 ListGroups (16) 0-5.
 
-FindCoordinator: v1 key_type (0 group, 1 transaction: answer
-`produce.TRANSACTIONS_UNSUPPORTED`) and error_message; v3 flexible; v4+ a batch of
+FindCoordinator: v1 key_type (0 group, 1 transactional id: this broker coordinates
+both) and error_message; v3 flexible; v4+ a batch of
 coordinator_keys answered by a `coordinators` array (kafka-python 3.0 uses it).
 `coordinator_keys`/`coordinator_response` hide that split. v5-6: same layout.
 

@@ -21,8 +21,8 @@ InitProducerId:
 - v4: same layout (PRODUCER_FENCED). v5: same layout (KIP-890 transactions v2).
 - v6 (KIP-939 two-phase commit) is not advertised: Kafka 4.3.1 stops at v5.
 Idempotent producers need this API (mandatory for the Java client, whose
-idempotence is on by default); transactions are not implemented, so a
-non-null transactional_id is answered with `TRANSACTIONS_UNSUPPORTED`.
+idempotence is on by default); with a transactional_id it goes to the transaction
+coordinator (shim/transactions.py): the id's producer id with its epoch bumped.
 """
 
 from __future__ import annotations
@@ -38,12 +38,6 @@ from .registry import REGISTRY, Api
 MIN_VERSION, MAX_VERSION = 3, 13
 INIT_PRODUCER_ID_MIN, INIT_PRODUCER_ID_MAX = 0, 5
 ADVERTISED_MIN_VERSION = 0  # as Kafka 4.3.1
-
-# The answer to anything transactional (InitProducerId with a transactional_id,
-# FindCoordinator for a transaction key). Clients treat it as fatal at once, where
-# COORDINATOR_NOT_AVAILABLE or similar would make them retry forever.
-TRANSACTIONS_UNSUPPORTED = ErrorCode.transactional_id_authorization_failed
-
 
 def partitions(request: Request) -> Iterator[tuple[dict[str, Any], int, bytes | None]]:
     """(topic ref, partition, raw record batches) for every partition in a Produce request."""

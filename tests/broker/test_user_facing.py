@@ -95,7 +95,8 @@ def test_misses_are_described_to_any_admin_client(broker):
 
 
 @pytest.mark.parametrize("config,words", [
-    ({"cleanup.policy": "compact"}, "no log compaction"),
+    ({"cleanup.policy": "shred"}, "expected delete, compact or compact,delete"),
+    ({"min.cleanable.dirty.ratio": "1.5"}, "from 0 to 1"),
     ({"segment.bytes": "0"}, "at least 14"),
     ({"retention.ms": "-5"}, "-1 or more"),
 ])

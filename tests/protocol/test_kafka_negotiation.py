@@ -26,6 +26,8 @@ REQUIRED = {
     "AlterPartitionReassignments": 45, "ListPartitionReassignments": 46, "OffsetDelete": 47,
     "DescribeQuorum": 55, "ListConfigResources": 74, "DescribeTopicPartitions": 75,
     "ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69,
+    "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28,
+    "DescribeProducers": 61, "DescribeTransactions": 65, "ListTransactions": 66,
 }
 # What Apache Kafka 4.3.1 advertises (captured from the real broker: capture_fixtures.py
 # --kafka-api-versions); camus advertises exactly these ranges for every API it serves.
