@@ -138,7 +138,10 @@ class ConsumerGroups:
             except re.error as exc:
                 raise GroupError("invalid_regular_expression", f"{regex!r}: {exc}") from None
         if group_id not in self.groups and member_epoch != JOIN_EPOCH:
-            raise GroupError("group_id_not_found", f"Group {group_id} not found.")  # as Kafka
+            # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal; but Kafka
+            # keeps its groups across restarts and camus does not, so a member of a group
+            # camus forgot is told to rejoin instead, as classic members are.
+            raise GroupError("unknown_member_id", f"group {group_id} is not known (any more)")
         g = self.groups.setdefault(group_id, ConsumerGroup(group_id))
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(g, member_id, instance_id, member_epoch)

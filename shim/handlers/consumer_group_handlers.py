@@ -8,11 +8,14 @@ reverse holds for JoinGroup (`group_handlers`).
 
 from __future__ import annotations
 
+import logging
+
 from shim.consumer_groups import ASSIGNOR, HEARTBEAT_INTERVAL_MS
 from shim.group_coordinator import GroupError
 from shim.handlers.cluster import authorized_operations
 from shim.protocol import ErrorCode
 
+log = logging.getLogger("camus.groups")
 CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1 member_type: 0 classic, 1 consumer
 
 
@@ -54,6 +57,9 @@ def handle_consumer_group_heartbeat(ctx, request):
         return request.response(error_code=ErrorCode[exc.code_name], error_message=str(exc),
                                 **fail)
     assignment = answer["assignment"]
+    log.debug("group %s: heartbeat %s epoch %d owned %s -> epoch %d assignment %s", b.group_id,
+              b.member_id, b.member_epoch, _by_id(ctx, b.topic_partitions),
+              answer["member_epoch"], assignment)
     return request.response(error_code=ErrorCode.none, member_id=answer["member_id"],
                             member_epoch=answer["member_epoch"],
                             heartbeat_interval=HEARTBEAT_INTERVAL_MS,

@@ -269,3 +269,40 @@ def test_member_that_does_not_give_partitions_up_in_time_is_fenced():
     b = beat("b", b["member_epoch"], {})
     assert b["assignment"] == {"t": frozenset({0, 1})}
 
+
+
+def test_librdkafka_consumer_survives_a_broker_restart(camus_server, tmp_path):
+    """camus keeps committed offsets across a restart but not groups: a KIP-848 member
+    heartbeating into the restarted broker is told to rejoin (UNKNOWN_MEMBER_ID) and goes
+    on reading. Kafka's answer for an unknown group, GROUP_ID_NOT_FOUND, made librdkafka
+    stop with a fatal error."""
+    server = camus_server(tmp_path / "data")
+    topic, group = unique("r848"), unique("g")
+    create(server.bootstrap, NewTopic(topic, 2, 1))
+    produce(server.bootstrap, topic, [f"a{i}".encode() for i in range(10)], partitions=2)
+    port = server.port
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got, errors = [], []
+
+    def read(count, timeout, prefix=b""):
+        # Records read before the restart but not yet committed come again (at least once).
+        deadline = time.monotonic() + timeout
+        while (len({v for v in got if v.startswith(prefix)}) < count
+               and time.monotonic() < deadline):
+            m = c.poll(0.2)
+            if m is not None and m.error():
+                errors.append(m.error())
+            elif m is not None:
+                got.append(m.value())
+
+    read(10, 30)
+    server.stop()  # the same address again: the same consumer carries on
+    server = camus_server(tmp_path / "data", extra=["--listen", f"127.0.0.1:{port}"])
+    produce(server.bootstrap, topic, [f"b{i}".encode() for i in range(10)], partitions=2)
+    read(10, 40, b"b")
+    c.close()
+    assert not [e for e in errors if e.fatal()], errors
+    assert sorted({v for v in got if v.startswith(b"b")}) == sorted(f"b{i}".encode()
+                                                                  for i in range(10))
