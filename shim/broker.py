@@ -37,6 +37,9 @@ from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
 from shim.schema import describe_source
+from shim.security.acl import AclStore, Authorizer
+from shim.security.listeners import Security
+from shim.security.users import UserStore
 from shim.topics import Catalog, Topic, TopicError
 
 log = logging.getLogger("camus.broker")
@@ -57,6 +60,7 @@ class Config:
     topic_defaults: dict = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     metrics: tuple[str, int] | None = None  # serve Prometheus metrics at this address
+    security: Security = field(default_factory=Security)  # listeners, TLS, SASL, ACLs
 
 
 class Broker:
@@ -68,6 +72,11 @@ class Broker:
         self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults)
         self.coordinator = Coordinator(self._assignments_changed)
         self.producers = Producers(config.data_dir)
+        self.users = UserStore(config.data_dir)  # SCRAM credentials
+        self.acls = AclStore(config.data_dir)
+        sec = config.security
+        self.authorizer = (Authorizer(self.acls, sec.super_users, sec.allow_if_no_acl)
+                           if sec.authorizer else None)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.view_ports: dict[int, str] = {}  # target port -> view name
         self.replaying: set[str] = set()  # views whose source replay is under way

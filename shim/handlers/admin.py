@@ -42,7 +42,7 @@ def topic_configs(topic, keys: set[str] | None = None) -> list[dict]:
 
 def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
     """The broker's configs: what `camus serve` was started with is static, the rest default."""
-    listener = f"PLAINTEXT://{c.host}:{c.port}"
+    listener = ",".join(map(str, c.security.listeners)) or f"PLAINTEXT://{c.host}:{c.port}"
     static = {"broker.id": str(c.node_id), "node.id": str(c.node_id), "listeners": listener,
               "advertised.listeners": listener, "log.dirs": str(c.data_dir or "")}
     default = {"num.partitions": str(c.default_partitions),

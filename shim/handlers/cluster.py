@@ -31,7 +31,9 @@ def authorized_operations(resource: str, asked) -> int:
 
 def broker_entry(ctx) -> dict:
     c = ctx.broker.config
-    return {"node_id": c.node_id, "broker_id": c.node_id, "host": c.host, "port": c.port,
+    # The listener the client came in on: a SASL_SSL client is never sent to PLAINTEXT.
+    at = ctx.session.listener if ctx.session is not None else c
+    return {"node_id": c.node_id, "broker_id": c.node_id, "host": at.host, "port": at.port,
             "rack": None}
 
 

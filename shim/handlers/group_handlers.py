@@ -7,7 +7,7 @@ JoinGroup and SyncGroup are coroutines that stay parked until the rebalance comp
 from __future__ import annotations
 
 from shim.group_coordinator import GroupError
-from shim.handlers.cluster import authorized_operations
+from shim.handlers.cluster import authorized_operations, broker_entry
 from shim.protocol import ErrorCode, group_apis, produce
 
 
@@ -19,7 +19,8 @@ def handle_find_coordinator(ctx, request):
                     "error_code": produce.TRANSACTIONS_UNSUPPORTED,
                     "error_message": "transactions are not implemented"} for k in keys]
     else:
-        answers = [{"key": k, "node_id": c.node_id, "host": c.host, "port": c.port,
+        at = broker_entry(ctx)  # the listener this client came in on
+        answers = [{"key": k, "node_id": c.node_id, "host": at["host"], "port": at["port"],
                     "error_code": ErrorCode.none} for k in keys]
     return group_apis.coordinator_response(request, answers)
 
