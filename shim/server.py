@@ -30,6 +30,7 @@ from shim.limits import SMALL_REQUEST, RequestMemory
 from shim.metrics import Metrics
 from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_response
 from shim.protocol.framing import frame
+from shim.security import authorize
 from shim.security.listeners import Listener
 from shim.security.session import Session
 from shim.security.tls import certificate_principal, server_context
@@ -47,7 +48,8 @@ async def _answer(ctx: Context, request, flush):
         return request.error_response(ErrorCode.unsupported_version)
     started = time.perf_counter()
     try:
-        result = handler(ctx, request)
+        denied = authorize.refused(ctx, request)
+        result = request.error_response(*denied) if denied else handler(ctx, request)
         if inspect.isawaitable(result):
             await flush()  # it may park (a long-poll, a join): earlier answers go out first
             result = await result

@@ -11,6 +11,7 @@ from __future__ import annotations
 from shim.group_coordinator import COMPLETING, EMPTY
 from shim.protocol import ErrorCode, offsets
 from shim.protocol.entities import topic_ref
+from shim.security import acl, authorize
 
 # Kafka's offset.metadata.max.bytes default; Kafka compares it with the metadata string's length.
 MAX_METADATA_CHARS = 4096
@@ -54,7 +55,9 @@ def handle_offset_commit(ctx, request):
             # Kafka's order: a partition the broker does not have is refused before the
             # group is looked at (KafkaApis filters it out), then the group's verdict, then
             # the metadata size (offset.metadata.max.bytes).
-            if topic is None:
+            if not authorize.topic_ref(ctx, acl.READ, topic, ref):
+                c = ErrorCode.topic_authorization_failed
+            elif topic is None:
                 c = ErrorCode.unknown_topic_or_partition if ref["name"] else ErrorCode.unknown_topic_id
             elif not 0 <= p.partition_index < count:
                 c = ErrorCode.unknown_topic_or_partition
@@ -77,10 +80,15 @@ def handle_offset_fetch(ctx, request):
     broker, out = ctx.broker, []
     for gid, wanted in offsets.fetch_groups(request):
         committed = broker.offsets.get(gid, {})
-        if wanted is None:
+        if not authorize.group(ctx, acl.DESCRIBE, gid):  # v8+ (before, refused whole)
+            out.append({"group_id": gid, "error_code": ErrorCode.group_authorization_failed,
+                        "topics": []})
+            continue
+        if wanted is None:  # every committed topic this principal may describe
             by_topic: dict = {}
             for (name, p) in committed:
-                by_topic.setdefault(name, []).append(p)
+                if authorize.topic(ctx, acl.DESCRIBE, name):
+                    by_topic.setdefault(name, []).append(p)
             wanted = []
             for name, parts in by_topic.items():
                 t = broker.catalog.get(name)
@@ -91,11 +99,13 @@ def handle_offset_fetch(ctx, request):
             topic = broker.catalog.resolve(ref)
             name = topic.name if topic else ref["name"]
             entries = []
+            may = authorize.topic_ref(ctx, acl.DESCRIBE, topic, ref)
             for p in parts:
-                offset, meta = committed.get((name, p), (-1, ""))
+                offset, meta = committed.get((name, p), (-1, "")) if may else (-1, "")
                 entries.append({"partition_index": p, "committed_offset": offset,
                                 "committed_leader_epoch": -1, "metadata": meta,
-                                "error_code": ErrorCode.none})
+                                "error_code": ErrorCode.none if may
+                                else ErrorCode.topic_authorization_failed})
             topics.append({**ref, "partitions": entries})
         out.append({"group_id": gid, "error_code": ErrorCode.none, "topics": topics})
     if request.api_version >= 8:
