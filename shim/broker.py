@@ -39,6 +39,7 @@ from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_bat
 from shim.schema import describe_source
 from shim.security.acl import AclStore, Authorizer
 from shim.security.listeners import Security
+from shim.security.quotas import QuotaStore
 from shim.security.users import UserStore
 from shim.topics import Catalog, Topic, TopicError
 
@@ -75,6 +76,7 @@ class Broker:
         self.users = UserStore(config.data_dir)  # SCRAM credentials
         self.acls = AclStore(config.data_dir)
         sec = config.security
+        self.quotas = QuotaStore(config.data_dir, sec.quota_window_num, sec.quota_window_seconds)
         self.authorizer = (Authorizer(self.acls, sec.super_users, sec.allow_if_no_acl)
                            if sec.authorizer else None)
         self.logs: dict[tuple[str, int], PartitionLog] = {}

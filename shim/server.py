@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import datetime
 import inspect
 import logging
 import signal
@@ -67,6 +69,23 @@ async def _answer(ctx: Context, request, flush):
             log.exception("%s v%d from %s: no error answer either; closing the connection",
                           request.api.name, request.api_version, request.client_id)
             return None
+
+
+QUOTA_KEYS = {"Produce": "producer_byte_rate", "Fetch": "consumer_byte_rate"}
+
+
+def _throttle(ctx: Context, request, response, request_bytes: int):
+    """(response, throttle ms): the bytes counted against the client's quota (a Produce's
+    request, a Fetch's answer) and, when over it, the answer carrying throttle_time_ms."""
+    if isinstance(response, dict):
+        response = request.response(response)
+    key = QUOTA_KEYS[request.api.name]
+    size = request_bytes if key == "producer_byte_rate" else len(encode_response(request, response))
+    user = ctx.session.principal.removeprefix("User:")  # ANONYMOUS too, as Kafka counts it
+    ms = ctx.broker.quotas.record(user, request.client_id or "", key, size)
+    if ms and hasattr(response, "throttle_time"):
+        response = dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=ms))
+    return response, ms
 
 
 async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
@@ -151,8 +170,14 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                     pending.append(encode_response(request, response))
                     await flush()
                     return
+                throttle_ms = 0
+                if request.api.name in QUOTA_KEYS and broker.quotas.quotas:
+                    response, throttle_ms = _throttle(ctx, request, response, len(conn.last_frame))
                 if request.expects_response:
                     pending.append(encode_response(request, response))
+                    if throttle_ms:  # KIP-219: answer now, then read nothing for that long
+                        await flush()
+                        await asyncio.sleep(throttle_ms / 1000)
                     if sum(map(len, pending)) > FLUSH_BYTES:  # big answers (fetches) need no company
                         await flush()
             await flush()

@@ -13,6 +13,7 @@ import logging
 
 from shim.protocol import ErrorCode
 from shim.security import acl, authorize
+from shim.security.quotas import QuotaStore
 from shim.security.users import HASHES, MAX_ITERATIONS, MECHANISM_CODES, MIN_ITERATIONS, salted_credential
 
 log = logging.getLogger("camus.security")
@@ -161,7 +162,56 @@ def handle_alter_scram(ctx, request):
          "error_message": errors.get(n, (None, None))[1]} for n in dict.fromkeys(names)])
 
 
+def _quota_component_matches(entity: dict, c) -> bool:
+    if c.entity_type not in entity:
+        return False
+    name = entity[c.entity_type]
+    return (name == c.match) if c.match_type == 0 else (name is None) if c.match_type == 1 else (
+        name is not None)
+
+
+def handle_describe_quotas(ctx, request):
+    if not authorize.cluster(ctx, acl.DESCRIBE_CONFIGS):
+        return request.error_response(ErrorCode.cluster_authorization_failed,
+                                      "cluster authorization failed")
+    body, out = request.body, []
+    for e in ctx.broker.quotas.entries():
+        entity = e["entity"]
+        if not all(_quota_component_matches(entity, c) for c in body.components):
+            continue
+        if body.strict and set(entity) != {c.entity_type for c in body.components}:
+            continue
+        out.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in sorted(entity.items())],
+                    "values": [{"key": k, "value": v} for k, v in sorted(e["values"].items())]})
+    return request.response(error_code=ErrorCode.none, entries=out)
+
+
+def handle_alter_quotas(ctx, request):
+    if not authorize.cluster(ctx, acl.ALTER_CONFIGS):
+        return request.error_response(ErrorCode.cluster_authorization_failed,
+                                      "cluster authorization failed")
+    out = []
+    for entry in request.body.entries:
+        entity = {e.entity_type: e.entity_name for e in entry.entity}
+        result = {"error_code": ErrorCode.none, "entity": [
+            {"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
+        ops = [(op.key, float(op.value), op.remove) for op in entry.ops]
+        try:
+            if len(entity) != len(entry.entity):
+                raise ValueError("an entity type named twice")
+            if request.body.validate_only:
+                QuotaStore(None).alter(entity, ops)  # the same checks, nothing kept
+            else:
+                ctx.broker.quotas.alter(entity, ops)
+        except ValueError as exc:
+            result.update(error_code=ErrorCode.invalid_request, error_message=str(exc))
+        out.append(result)
+    return request.response(entries=out)
+
+
 HANDLERS = {"SaslHandshake": handle_sasl_handshake, "SaslAuthenticate": handle_sasl_authenticate,
             "DescribeAcls": handle_describe_acls, "CreateAcls": handle_create_acls,
             "DeleteAcls": handle_delete_acls, "DescribeUserScramCredentials": handle_describe_scram,
-            "AlterUserScramCredentials": handle_alter_scram}
+            "AlterUserScramCredentials": handle_alter_scram,
+            "DescribeClientQuotas": handle_describe_quotas,
+            "AlterClientQuotas": handle_alter_quotas}

@@ -68,6 +68,8 @@ class Security:
     authorizer: bool = False  # ACLs are enforced
     super_users: frozenset[str] = frozenset()
     allow_if_no_acl: bool = False  # allow.everyone.if.no.acl.found
+    quota_window_num: int = 11  # quota.window.num
+    quota_window_seconds: float = 1.0  # quota.window.size.seconds
 
     def check(self) -> None:
         """ValueError when the settings cannot work together."""
@@ -114,6 +116,10 @@ class Security:
                           ("connection.failed.authentication.delay.ms", "failed_auth_delay_ms")):
             if key in doc:
                 setattr(self, attr, int(doc[key]))
+        if "quota.window.num" in doc:
+            self.quota_window_num = max(2, int(doc["quota.window.num"]))
+        if "quota.window.size.seconds" in doc:
+            self.quota_window_seconds = max(0.1, float(doc["quota.window.size.seconds"]))
         if doc.get("authorizer.class.name"):
             self.authorizer = True
         if "super.users" in doc:

@@ -27,6 +27,8 @@ REQUIRED = {
     "DeleteAcls": 31,
     "DescribeUserScramCredentials": 50,
     "AlterUserScramCredentials": 51,
+    "DescribeClientQuotas": 48,
+    "AlterClientQuotas": 49,
 }
 
 

@@ -236,3 +236,41 @@ def test_acl_decision_matches_a_brute_force_reading_of_kafkas_rules(rows, name, 
 def test_bindings_that_cannot_be_stored(bad):
     with pytest.raises(acl.AclError):
         bad.check()
+
+
+# --- client quotas ---------------------------------------------------------------------
+
+def test_quota_precedence_is_kafkas():
+    from shim.security.quotas import QuotaStore
+    q = QuotaStore(None)
+    q.alter({"client-id": None}, [("producer_byte_rate", 1.0, False)])
+    assert q.quota("alice", "app", "producer_byte_rate") == 1.0
+    q.alter({"client-id": "app"}, [("producer_byte_rate", 2.0, False)])
+    assert q.quota("alice", "app", "producer_byte_rate") == 2.0
+    q.alter({"user": None}, [("producer_byte_rate", 3.0, False)])
+    assert q.quota("alice", "app", "producer_byte_rate") == 3.0
+    assert q.quota("ANONYMOUS", "app", "producer_byte_rate") == 3.0  # as Kafka: a user too
+    q.alter({"user": "alice"}, [("producer_byte_rate", 4.0, False)])
+    q.alter({"user": "alice", "client-id": "app"}, [("producer_byte_rate", 5.0, False)])
+    assert q.quota("alice", "app", "producer_byte_rate") == 5.0
+    assert q.quota("alice", "other", "producer_byte_rate") == 4.0
+    assert q.quota("bob", "other", "producer_byte_rate") == 3.0
+    assert q.quota("bob", "other", "consumer_byte_rate") is None
+    with pytest.raises(ValueError):
+        q.alter({"user": "x"}, [("request_percentage", 5.0, False)])
+
+
+def test_quota_throttle_time_follows_kafkas_formula():
+    from shim.security.quotas import QuotaStore
+    q = QuotaStore(None, window_num=11, window_seconds=1.0)
+    q.alter({"client-id": "c"}, [("producer_byte_rate", 1000.0, False)])
+    clock = Clock()
+    clock.now = 1000.0
+    assert q.record("u", "c", "producer_byte_rate", 5000, clock) == 0  # 5000 B over >= 10 s
+    assert q.record("u", "other", "producer_byte_rate", 10 ** 9, clock) == 0  # no quota for it
+    # 20,000 B over the 10 s floor: 2000 B/s, (2000 - 1000) / 1000 * 10 s = 10 s
+    assert q.record("u", "c", "producer_byte_rate", 15000, clock) == 10000
+    # far over: bounded by the whole window (11 s)
+    assert q.record("u", "c", "producer_byte_rate", 10 ** 7, clock) == 11000
+    clock.now += 30  # the old samples have left the window
+    assert q.record("u", "c", "producer_byte_rate", 100, clock) == 0
