@@ -279,3 +279,33 @@ def test_hostile_handshakes_leave_the_broker_serving(secured):
     topic = unique("after-fuzz")
     assert produce(sasl_ssl(secured), topic, [b"still here"]) == (0, [])
     assert consume(sasl_ssl(secured), topic, 1) == [b"still here"]
+
+
+def test_certificate_subject_is_the_principal_acls_see(tmp_path, camus_server):
+    """On an SSL listener the principal is User:<subject, RFC 2253>, as Kafka names it: a DENY
+    for that principal stops alice's certificate on that topic; an ALLOW for anonymous
+    clients keeps them writing (once a topic has an ACL, allow.everyone.if.no.acl.found no
+    longer covers it, as in Kafka)."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+    make_pki(tmp_path)
+    s = camus_server(tmp_path / "data", [
+        "--listen", "SSL://127.0.0.1:0", "--ssl-cert", str(tmp_path / "server.pem"),
+        "--ssl-key", str(tmp_path / "server.key"), "--ssl-ca", str(tmp_path / "ca.pem"),
+        "--ssl-client-auth", "required", "--authorizer", "--allow-everyone-if-no-acl-found"])
+    s.ports, s.dir = listener_ports(s, 1), tmp_path
+    denied, open_topic = unique("cert-denied"), unique("cert-open")
+    a = AdminClient({"bootstrap.servers": s.bootstrap, **QUIET})  # User:ANONYMOUS; no ACL yet
+    deny = AclBinding(ResourceType.TOPIC, denied, ResourcePatternType.LITERAL,
+                      "User:CN=alice,O=camus-test", "*", AclOperation.WRITE, AclPermissionType.DENY)
+    anonymous = AclBinding(ResourceType.TOPIC, denied, ResourcePatternType.LITERAL, "User:ANONYMOUS",
+                           "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+    for f in a.create_acls([deny, anonymous], request_timeout=15).values():
+        f.result()
+    assert produce(ssl_client(s), open_topic, [b"ok"]) == (0, [])
+    errors: list = []
+    p = Producer({**ssl_client(s), "message.timeout.ms": 5000})
+    p.produce(denied, b"no", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(10)
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce({"bootstrap.servers": s.bootstrap, **QUIET}, denied, [b"anonymous"]) == (0, [])
