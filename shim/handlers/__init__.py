@@ -17,6 +17,7 @@ from typing import Any
 from shim.broker import Broker
 from shim.handlers import admin, cluster, fetch, group_handlers, offsets, produce
 from shim.handlers import security
+from shim.handlers import cluster_admin, consumer_group_handlers
 
 
 @dataclass
@@ -27,7 +28,8 @@ class Context:
 
 
 HANDLERS: dict = {}
-for _family in (admin, cluster, fetch, group_handlers, offsets, produce, security):
+for _family in (admin, cluster, fetch, group_handlers, offsets, produce, cluster_admin,
+                consumer_group_handlers, security):
     for _name, _fn in _family.HANDLERS.items():
         if _name in HANDLERS:
             raise RuntimeError(f"two handlers for {_name}")

@@ -86,6 +86,9 @@ WHOLE_REQUEST = {
     "OffsetCommit": (acl.GROUP, acl.READ, lambda r: r.body.group_id, ErrorCode.group_authorization_failed),
     "OffsetFetch": (acl.GROUP, acl.DESCRIBE, lambda r: r.body.group_id if r.api_version < 8 else None,
                     ErrorCode.group_authorization_failed),
+    "OffsetDelete": (acl.GROUP, acl.DELETE, lambda r: r.body.group_id, ErrorCode.group_authorization_failed),
+    "ConsumerGroupHeartbeat": (acl.GROUP, acl.READ, lambda r: r.body.group_id,
+                               ErrorCode.group_authorization_failed),
 }
 
 

@@ -305,3 +305,21 @@ def test_java_kafka_acls_and_java_clients_over_sasl_plaintext(acl_broker, tmp_pa
                     "--record-size", "10", "--throughput", "-1", "--producer-props",
                     f"bootstrap.servers={acl_broker.sasl}", "--producer.config", str(alice), timeout=120)
     assert "10 records sent" in out
+
+
+def test_group_apis_from_the_admin_work_refuse_without_group_acls(acl_broker):
+    """OffsetDelete and ConsumerGroupHeartbeat (KIP-848) are refused as a whole without their
+    group ACLs, as in Kafka: checked before the handler, with the API's own error shape."""
+    host, port = acl_broker.sasl.split(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(request(17, 1, mechanism="PLAIN"))
+    read_frame(s)
+    s.sendall(request(36, 2, auth_bytes=b"\0bob\0bob-secret"))
+    assert decode_response(36, 2, read_frame(s))[1].error_code == 0
+    s.sendall(request(47, 0, group_id="not-bobs", topics=[]))
+    assert decode_response(47, 0, read_frame(s))[1].error_code == 30  # GROUP_AUTHORIZATION_FAILED
+    s.sendall(request(68, 1, group_id="not-bobs", member_id="m", member_epoch=0, instance_id=None,
+                      rack_id=None, rebalance_timeout=30000, subscribed_topic_names=["t"],
+                      subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]))
+    assert decode_response(68, 1, read_frame(s))[1].error_code == 30
+    s.close()
