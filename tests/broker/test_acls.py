@@ -67,6 +67,17 @@ def make_topic(broker, name, **config):
         f.result()
 
 
+def raw_login(broker, user: str) -> socket.socket:
+    """A raw connection authenticated with SASL PLAIN as `user`."""
+    host, port = broker.sasl.split(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(request(17, 1, mechanism="PLAIN"))
+    read_frame(s)
+    s.sendall(request(36, 2, auth_bytes=f"\0{user}\0{user}-secret".encode()))
+    assert decode_response(36, 2, read_frame(s))[1].error_code == 0
+    return s
+
+
 def kafka_error(future) -> KafkaError:
     with pytest.raises(KafkaException) as info:
         future.result()
@@ -97,12 +108,7 @@ def test_acl_admin_roundtrip_and_who_may_do_it(acl_broker):
     # librdkafka drops DescribeAcls' top-level error (it returns no bindings); the answer
     # itself carries CLUSTER_AUTHORIZATION_FAILED.
     assert admin(acl_broker, "alice").describe_acls(f, request_timeout=15).result() == []
-    host, port = acl_broker.sasl.split(":")
-    s = socket.create_connection((host, int(port)), timeout=10)
-    s.sendall(request(17, 1, mechanism="PLAIN"))
-    read_frame(s)
-    s.sendall(request(36, 2, auth_bytes=b"\0alice\0alice-secret"))
-    assert decode_response(36, 2, read_frame(s))[1].error_code == 0
+    s = raw_login(acl_broker, "alice")
     s.sendall(request(29, 3, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
                       principal_filter=None, host_filter=None, operation=1, permission_type=1))
     answer = decode_response(29, 3, read_frame(s))[1]
@@ -310,12 +316,7 @@ def test_java_kafka_acls_and_java_clients_over_sasl_plaintext(acl_broker, tmp_pa
 def test_group_apis_from_the_admin_work_refuse_without_group_acls(acl_broker):
     """OffsetDelete and ConsumerGroupHeartbeat (KIP-848) are refused as a whole without their
     group ACLs, as in Kafka: checked before the handler, with the API's own error shape."""
-    host, port = acl_broker.sasl.split(":")
-    s = socket.create_connection((host, int(port)), timeout=10)
-    s.sendall(request(17, 1, mechanism="PLAIN"))
-    read_frame(s)
-    s.sendall(request(36, 2, auth_bytes=b"\0bob\0bob-secret"))
-    assert decode_response(36, 2, read_frame(s))[1].error_code == 0
+    s = raw_login(acl_broker, "bob")
     s.sendall(request(47, 0, group_id="not-bobs", topics=[]))
     assert decode_response(47, 0, read_frame(s))[1].error_code == 30  # GROUP_AUTHORIZATION_FAILED
     s.sendall(request(68, 1, group_id="not-bobs", member_id="m", member_epoch=0, instance_id=None,
