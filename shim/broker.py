@@ -40,6 +40,10 @@ from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
 from shim.schema import describe_source
+from shim.security.acl import AclStore, Authorizer
+from shim.security.listeners import Security
+from shim.security.quotas import QuotaStore
+from shim.security.users import UserStore
 from shim.topics import FILTER, SCHEMA, Catalog, Topic, TopicError
 from shim.transactions import TransactionCoordinator
 from shim.txn_log import ABORT, COMMIT, TRANSACTIONAL_BIT, marker_batch
@@ -62,6 +66,7 @@ class Config:
     topic_defaults: dict = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     metrics: tuple[str, int] | None = None  # serve Prometheus metrics at this address
+    security: Security = field(default_factory=Security)  # listeners, TLS, SASL, ACLs
 
 
 class Broker:
@@ -75,6 +80,12 @@ class Broker:
         self.consumer_groups = ConsumerGroups(self._assignments_changed, self._partition_count,
                                               lambda: [t.name for t in self.catalog])
         self.producers = Producers(config.data_dir)
+        self.users = UserStore(config.data_dir)  # SCRAM credentials
+        self.acls = AclStore(config.data_dir)
+        sec = config.security
+        self.quotas = QuotaStore(config.data_dir, sec.quota_window_num, sec.quota_window_seconds)
+        self.authorizer = (Authorizer(self.acls, sec.super_users, sec.allow_if_no_acl)
+                           if sec.authorizer else None)
         self.fetch_sessions = FetchSessions()
         self.transactions = TransactionCoordinator(
             config.data_dir, lambda: self.producers.init()[0], self._write_markers,

@@ -20,8 +20,12 @@ def register(subparsers) -> None:
         "serve", help="run the Kafka-compatible broker (camus's main command)",
         description="A Kafka broker for unmodified clients; records flow through the embedded "
                     "software switch, which delivers each view and group member what it asked for.")
-    p.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
-                   help="address to listen on and advertise (default 127.0.0.1:9092; port 0 = any)")
+    p.add_argument("--listen", action="append", metavar="[PROTOCOL://]HOST:PORT",
+                   help="a listener, repeatable: PLAINTEXT (the default protocol), SSL, "
+                        "SASL_PLAINTEXT or SASL_SSL; each is advertised to the clients that "
+                        "connect to it (default PLAINTEXT://127.0.0.1:9092; port 0 = any)")
+    from shim.security.cli import add_serve_options
+    add_serve_options(p)
     p.add_argument("--data-dir", type=Path, metavar="DIR",
                    help="keep topics, logs and committed offsets here (default: in memory)")
     p.add_argument("--config", type=Path, metavar="FILE",
@@ -64,6 +68,8 @@ def register(subparsers) -> None:
             a.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                            help="a topic config (split at the first '='); repeatable")
     t.set_defaults(func=run_topic)
+    from shim.security.cli import register_user
+    register_user(subparsers)
 
 
 def run_topic(args: argparse.Namespace) -> int:
@@ -120,10 +126,9 @@ def run(args: argparse.Namespace) -> int:
 
     # `kill -USR1 <pid>` prints every thread's stack to stderr: a hung broker explains itself.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        return fail(f"--listen {args.listen!r}: expected HOST:PORT with a port in 0..65535")
-    config = Config(host=host or "127.0.0.1", port=int(port), data_dir=args.data_dir,
+    from shim.security.cli import security_from_args
+
+    config = Config(data_dir=args.data_dir,
                     target=f"embedded:{args.switch}" if args.switch else args.target)
     try:
         check_spec(config.target)
@@ -145,12 +150,20 @@ def run(args: argparse.Namespace) -> int:
                                      in BROKER_DEFAULTS.items() if name in doc}
             config.limits = Limits.from_config(doc)
             config.topics = list(doc.get("topics", []))
+            config.security.apply(doc)
         except OSError as exc:
             return fail(f"--config {args.config}: {exc.strerror}")
         except json.JSONDecodeError as exc:
             return fail(f"--config {args.config}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}")
         except (TypeError, ValueError) as exc:
             return fail(f"--config {args.config}: {exc}")
+    try:
+        security_from_args(args, config.security)
+        config.security.check()
+    except ValueError as exc:
+        return fail(str(exc))
+    if config.security.listeners:
+        config.host, config.port = config.security.listeners[0].host, config.security.listeners[0].port
     logging.basicConfig(level=LOG_LEVELS[max(-1, min(1, args.verbose - args.quiet))],
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:

@@ -18,6 +18,9 @@ otherwise log and close this connection only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import datetime
 import inspect
 import logging
 import signal
@@ -28,10 +31,16 @@ from shim.handlers import HANDLERS, Context
 from shim.limits import SMALL_REQUEST, RequestMemory
 from shim.metrics import Metrics
 from shim.protocol import ErrorCode, ProtocolError, ServerConnection, encode_response
+from shim.protocol.framing import frame
+from shim.security import authorize
+from shim.security.listeners import Listener
+from shim.security.session import Session
+from shim.security.tls import certificate_principal, server_context
 
 log = logging.getLogger("camus.server")
 TICK_SECONDS = 0.25
 FLUSH_BYTES = 1 << 20  # answers held back to leave together, at most
+TLS_HANDSHAKE_SECONDS = 10  # a client that starts TLS and stalls holds a slot no longer
 
 
 async def _answer(ctx: Context, request, flush):
@@ -41,7 +50,8 @@ async def _answer(ctx: Context, request, flush):
         return request.error_response(ErrorCode.unsupported_version)
     started = time.perf_counter()
     try:
-        result = handler(ctx, request)
+        denied = authorize.refused(ctx, request)
+        result = request.error_response(*denied) if denied else handler(ctx, request)
         if inspect.isawaitable(result):
             await flush()  # it may park (a long-poll, a join): earlier answers go out first
             result = await result
@@ -61,12 +71,34 @@ async def _answer(ctx: Context, request, flush):
             return None
 
 
+QUOTA_KEYS = {"Produce": "producer_byte_rate", "Fetch": "consumer_byte_rate"}
+
+
+def _throttle(ctx: Context, request, response, request_bytes: int):
+    """(response, throttle ms): the bytes counted against the client's quota (a Produce's
+    request, a Fetch's answer) and, when over it, the answer carrying throttle_time_ms."""
+    if isinstance(response, dict):
+        response = request.response(response)
+    key = QUOTA_KEYS[request.api.name]
+    size = request_bytes if key == "producer_byte_rate" else len(encode_response(request, response))
+    user = ctx.session.principal.removeprefix("User:")  # ANONYMOUS too, as Kafka counts it
+    ms = ctx.broker.quotas.record(user, request.client_id or "", key, size)
+    if ms and hasattr(response, "throttle_time"):
+        response = dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=ms))
+    return response, ms
+
+
 async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
-                            writer: asyncio.StreamWriter, memory: RequestMemory) -> None:
+                            writer: asyncio.StreamWriter, memory: RequestMemory,
+                            listener: Listener) -> None:
     peer = writer.get_extra_info("peername") or ("?", 0)
     idle = broker.config.limits.idle_ms / 1000
     reserved = 0  # bytes of the pool held for the request being received
-    ctx = Context(broker, peer[0])
+    security = broker.config.security
+    session = Session(listener, security, broker.users,
+                      certificate_principal(writer.get_extra_info("ssl_object")))
+    ctx = Context(broker, peer[0], session)
+    failed_auth_delay = security.failed_auth_delay_ms / 1000
     conn = ServerConnection()
     # Answers to requests that arrived together (a client pipelines them: librdkafka sends
     # one ListOffsets per partition at once) leave together, in one write. A client that
@@ -95,6 +127,18 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                 return
             conn.receive_data(data)
             while True:
+                if session.raw_tokens:  # after a v0 SaslHandshake: bare SASL tokens
+                    token = conn.next_raw_frame()
+                    if token is None:
+                        break
+                    answer, failure, _ = session.step(token)
+                    if failure is not None:  # v0 has no error field: the connection closes
+                        log.info("client %s:%s: %s", peer[0], peer[1], failure)
+                        await asyncio.sleep(failed_auth_delay)
+                        await flush()
+                        return
+                    pending.append(frame(answer))
+                    continue
                 try:
                     request = conn.next_request()
                 except ProtocolError as exc:
@@ -109,6 +153,11 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                     continue
                 if request is None:
                     break
+                refusal = session.refuse(request.api.name)
+                if refusal is not None:
+                    log.warning("client %s:%s: %s; closing the connection", peer[0], peer[1], refusal)
+                    await flush()
+                    return
                 response = await _answer(ctx, request, flush)
                 if reserved:  # the reserved request was at the head: it is this one
                     memory.release(reserved)
@@ -116,8 +165,19 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                 if response is None:
                     await flush()
                     return
+                if session.close_after_answer:  # a failed authentication: answer late, then close
+                    await asyncio.sleep(failed_auth_delay)
+                    pending.append(encode_response(request, response))
+                    await flush()
+                    return
+                throttle_ms = 0
+                if request.api.name in QUOTA_KEYS and broker.quotas.quotas:
+                    response, throttle_ms = _throttle(ctx, request, response, len(conn.last_frame))
                 if request.expects_response:
                     pending.append(encode_response(request, response))
+                    if throttle_ms:  # KIP-219: answer now, then read nothing for that long
+                        await flush()
+                        await asyncio.sleep(throttle_ms / 1000)
                     if sum(map(len, pending)) > FLUSH_BYTES:  # big answers (fetches) need no company
                         await flush()
             await flush()
@@ -148,7 +208,7 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
     config.limits.max_connections = config.limits.connections_allowed()
     refused = [0, 0.0]  # connections refused, when that was last logged
 
-    async def connection(reader, writer):
+    async def connection(reader, writer, listener):
         if len(connections) >= config.limits.max_connections:
             writer.close()  # the client's reconnect backoff retries later
             refused[0] += 1
@@ -160,15 +220,28 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
         task = asyncio.current_task()
         connections.add(task)
         try:
-            await _serve_connection(broker, reader, writer, memory)
+            await _serve_connection(broker, reader, writer, memory, listener)
         finally:
             connections.discard(task)
 
-    server = await asyncio.start_server(connection, config.host, config.port, reuse_address=True)
-    config.port = server.sockets[0].getsockname()[1]  # an ephemeral port advertises itself
-    log.info("camus serving Kafka on %s:%d (node %d, data dir %s)", config.host, config.port,
-             config.node_id, config.data_dir or "none: in memory")
-    print(f"camus: listening on {config.host}:{config.port}", flush=True)
+    security = config.security
+    security.listeners = security.listeners or [Listener("PLAINTEXT", config.host, config.port)]
+    security.check()
+    tls = {sasl: server_context(security, sasl) for sasl in {lst.sasl for lst in security.listeners
+                                                             if lst.tls}}
+    servers = []
+    for lst in security.listeners:
+        servers.append(await asyncio.start_server(
+            lambda r, w, lst=lst: connection(r, w, lst), lst.host, lst.port, reuse_address=True,
+            ssl=tls[lst.sasl] if lst.tls else None,
+            ssl_handshake_timeout=TLS_HANDSHAKE_SECONDS if lst.tls else None))
+        lst.port = servers[-1].sockets[0].getsockname()[1]  # an ephemeral port advertises itself
+        log.info("camus serving Kafka on %s (node %d, data dir %s)", lst, config.node_id,
+                 config.data_dir or "none: in memory")
+        # PLAINTEXT keeps its old line (scripts read HOST:PORT from it).
+        print(f"camus: listening on {lst.host}:{lst.port}" if lst.protocol == "PLAINTEXT"
+              else f"camus: listening on {lst}", flush=True)
+    config.host, config.port = security.listeners[0].host, security.listeners[0].port
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -183,9 +256,12 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
         metrics_server = await broker.metrics.serve(*config.metrics)
     if on_ready is not None:
         on_ready(broker)
-    async with server:
+    async with contextlib.AsyncExitStack() as opened:
+        for server in servers:
+            await opened.enter_async_context(server)
         await stop.wait()
-        server.close()
+        for server in servers:
+            server.close()
         # Parked requests (long-polls, joins) end with their connections, not with the loop.
         for t in [*tasks, *connections]:
             t.cancel()

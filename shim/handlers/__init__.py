@@ -12,21 +12,23 @@ checks that every advertised API has a handler.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from shim.broker import Broker
 from shim.handlers import admin, cluster, fetch, group_handlers, offsets, produce
-from shim.handlers import cluster_admin, consumer_group_handlers, transactions
+from shim.handlers import cluster_admin, consumer_group_handlers, security, transactions
 
 
 @dataclass
 class Context:
     broker: Broker
     client_host: str = "127.0.0.1"
+    session: Any = None  # shim.security.session.Session: listener, principal, SASL state
 
 
 HANDLERS: dict = {}
 for _family in (admin, cluster, fetch, group_handlers, offsets, produce, cluster_admin,
-                consumer_group_handlers, transactions):
+                consumer_group_handlers, security, transactions):
     for _name, _fn in _family.HANDLERS.items():
         if _name in HANDLERS:
             raise RuntimeError(f"two handlers for {_name}")

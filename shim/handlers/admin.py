@@ -12,7 +12,8 @@ from __future__ import annotations
 from shim.protocol import ErrorCode
 from shim.protocol.admin import BROKER_RESOURCE, TOPIC_RESOURCE
 from shim.limits import MAX_PARTITIONS_PER_REQUEST
-from shim.topics import BROKER_DEFAULTS, DEFAULTS, TopicError
+from shim.security import acl, authorize
+from shim.topics import BROKER_DEFAULTS, DEFAULTS, SOURCE, TopicError
 
 DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT_CONFIG = 1, 4, 5  # DescribeConfigs config_source values
 # DescribeConfigs v3+ config_type values, and the types of the configs described here, as
@@ -42,7 +43,7 @@ def topic_configs(topic, keys: set[str] | None = None) -> list[dict]:
 
 def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
     """The broker's configs: what `camus serve` was started with is static, the rest default."""
-    listener = f"PLAINTEXT://{c.host}:{c.port}"
+    listener = ",".join(map(str, c.security.listeners)) or f"PLAINTEXT://{c.host}:{c.port}"
     static = {"broker.id": str(c.node_id), "node.id": str(c.node_id), "listeners": listener,
               "advertised.listeners": listener, "log.dirs": str(c.data_dir or "")}
     default = {"num.partitions": str(c.default_partitions),
@@ -54,6 +55,16 @@ def broker_configs(c, keys: set[str] | None = None) -> list[dict]:
     return [_config(k, v, source, True)
             for source, values in ((STATIC_BROKER, static), (DEFAULT_CONFIG, default))
             for k, v in values.items() if keys is None or k in keys]
+
+
+def _check_create(ctx, name: str, configs: dict[str, str]) -> None:
+    """CREATE on the cluster or the topic, as Kafka; a view also needs READ on its source,
+    or creating one would read a topic its creator may not."""
+    if not authorize.may_create_topic(ctx, name):
+        raise TopicError("topic authorization failed", "topic_authorization_failed")
+    source = configs.get(SOURCE)
+    if source is not None and not authorize.topic(ctx, acl.READ, source):
+        raise TopicError(f"a view of {source!r} needs READ on it", "topic_authorization_failed")
 
 
 def _check_assignments(assignments: list[list[int]], node_id: int) -> None:
@@ -90,6 +101,7 @@ async def handle_create_topics(ctx, request):
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "num_partitions": -1, "replication_factor": -1}
         try:
+            _check_create(ctx, t.name, configs)
             parts = t.num_partitions if t.num_partitions != -1 else broker.config.default_partitions
             if t.assignments:
                 # As Kafka: assignments replace num_partitions and replication_factor.
@@ -115,6 +127,8 @@ async def handle_create_topics(ctx, request):
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
                          replication_factor=1, error_code=ErrorCode.none,
                          configs=topic_configs(topic))
+            if not authorize.topic(ctx, acl.DESCRIBE_CONFIGS, t.name):  # as Kafka: no configs
+                entry.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
         except TopicError as exc:
             entry.update(error_code=_code(exc), error_message=str(exc))
         results.append(entry)
@@ -130,7 +144,9 @@ def handle_delete_topics(ctx, request):
     for name, tid in items:
         topic = broker.catalog.get(name) if name else broker.catalog.by_id(tid)
         entry = {"name": name, "topic_id": tid, "error_code": ErrorCode.none}
-        if topic is None:
+        if not authorize.topic_ref(ctx, acl.DELETE, topic, {"name": name}):
+            entry["error_code"] = ErrorCode.topic_authorization_failed
+        elif topic is None:
             entry["error_code"] = (ErrorCode.unknown_topic_or_partition if name
                                    else ErrorCode.unknown_topic_id)
         else:
@@ -139,6 +155,10 @@ def handle_delete_topics(ctx, request):
                 broker.delete_topic(topic)
             except TopicError as exc:
                 entry.update(error_code=_code(exc), error_message=str(exc))
+                if not all(authorize.topic(ctx, acl.DESCRIBE, v.name)
+                           for v in broker.catalog.views_of(topic.name)):
+                    entry["error_message"] = "the topic is the source of views; delete them first"
+
         out.append(entry)
     return request.response(responses=out)
 
@@ -156,6 +176,8 @@ def handle_create_partitions(ctx, request):
         entry = {"name": t.name, "error_code": ErrorCode.none}
         topic = broker.catalog.get(t.name)
         try:
+            if not authorize.topic(ctx, acl.ALTER, t.name):
+                raise TopicError("topic authorization failed", "topic_authorization_failed")
             if topic is None:
                 raise TopicError(f"no topic {t.name!r}", "unknown_topic_or_partition")
             if t.assignments:
@@ -183,7 +205,10 @@ def handle_describe_configs(ctx, request):
                  "error_code": ErrorCode.none, "configs": []}
         if r.resource_type == TOPIC_RESOURCE:
             topic = broker.catalog.get(r.resource_name)
-            if topic is None:
+            if not authorize.topic(ctx, acl.DESCRIBE_CONFIGS, r.resource_name):  # a view's filter too
+                entry.update(error_code=ErrorCode.topic_authorization_failed,
+                             error_message="topic authorization failed")
+            elif topic is None:
                 entry.update(error_code=ErrorCode.unknown_topic_or_partition,
                              error_message=f"no topic {r.resource_name!r}")
             else:
@@ -191,6 +216,9 @@ def handle_describe_configs(ctx, request):
                             for k, v in sorted(broker.topic_counters(topic).items())]
                 entry["configs"] = topic_configs(topic, keys) + [
                     c for c in counters if keys is None or c["name"] in keys]
+        elif r.resource_type == BROKER_RESOURCE and not authorize.cluster(ctx, acl.DESCRIBE_CONFIGS):
+            entry.update(error_code=ErrorCode.cluster_authorization_failed,
+                         error_message="cluster authorization failed")
         elif r.resource_type == BROKER_RESOURCE:
             entry["configs"] = broker_configs(broker.config, keys)
         else:

@@ -8,6 +8,7 @@ source's partition count.
 from __future__ import annotations
 
 from shim.protocol import ErrorCode, api_versions, metadata
+from shim.security import acl, authorize
 from shim.topics import legal_topic_name
 
 # Asked for authorized operations (Metadata v8+, DescribeGroups v3+, DescribeCluster), a
@@ -25,13 +26,21 @@ OPERATIONS = {
 NOT_ASKED = -(1 << 31)
 
 
-def authorized_operations(resource: str, asked) -> int:
-    return sum(1 << op for op in OPERATIONS[resource]) if asked else NOT_ASKED
+def authorized_operations(resource: str, asked, ctx=None, name: str = acl.CLUSTER_NAME) -> int:
+    """With an authorizer (and `ctx`), what this connection may do on the named resource."""
+    if not asked:
+        return NOT_ASKED
+    if ctx is not None and ctx.broker.authorizer is not None:
+        return authorize.operations(ctx, {"topic": acl.TOPIC, "group": acl.GROUP,
+                                          "cluster": acl.CLUSTER}[resource], name)
+    return sum(1 << op for op in OPERATIONS[resource])
 
 
 def broker_entry(ctx) -> dict:
     c = ctx.broker.config
-    return {"node_id": c.node_id, "broker_id": c.node_id, "host": c.host, "port": c.port,
+    # The listener the client came in on: a SASL_SSL client is never sent to PLAINTEXT.
+    at = ctx.session.listener if ctx.session is not None else c
+    return {"node_id": c.node_id, "broker_id": c.node_id, "host": at.host, "port": at.port,
             "rack": None}
 
 
@@ -47,15 +56,24 @@ def topic_entry(ctx, topic, operations: int = NOT_ASKED) -> dict:
 
 def handle_metadata(ctx, request):
     catalog, body = ctx.broker.catalog, request.body
-    ops = authorized_operations("topic", getattr(body, "include_topic_authorized_operations", False))
+    want_ops = getattr(body, "include_topic_authorized_operations", False)
+
+    def ops(t):
+        return authorized_operations("topic", want_ops, ctx, t.name)
     asked = metadata.requested_topics(request)
-    if asked is None:
-        topics = [topic_entry(ctx, t, ops) for t in catalog]
+    if asked is None:  # every topic this principal may describe, as Kafka lists them
+        topics = [topic_entry(ctx, t, ops(t)) for t in catalog
+                  if authorize.topic(ctx, acl.DESCRIBE, t.name)]
     else:
         topics = []
         for name, tid in asked:
             t = catalog.get(name) if name else catalog.by_id(tid)
-            if t is None and name and metadata.allows_auto_creation(request):
+            if not authorize.topic_ref(ctx, acl.DESCRIBE, t, {"name": name}):
+                topics.append({"name": name if t is None else t.name, "topic_id": tid,
+                               "error_code": ErrorCode.topic_authorization_failed, "partitions": []})
+                continue
+            if (t is None and name and metadata.allows_auto_creation(request)
+                    and authorize.may_create_topic(ctx, name)):
                 t = ctx.broker.auto_create(name)
             if t is None:
                 code = ErrorCode.unknown_topic_or_partition if name else ErrorCode.unknown_topic_id
@@ -64,10 +82,10 @@ def handle_metadata(ctx, request):
                     code = ErrorCode.invalid_topic_exception  # as Kafka: it cannot be created
                 topics.append({"name": name, "topic_id": tid, "error_code": code, "partitions": []})
             else:
-                topics.append(topic_entry(ctx, t, ops))
+                topics.append(topic_entry(ctx, t, ops(t)))
     c = ctx.broker.config
     cluster_ops = authorized_operations(
-        "cluster", getattr(body, "include_cluster_authorized_operations", False))
+        "cluster", getattr(body, "include_cluster_authorized_operations", False), ctx)
     return request.response(brokers=[broker_entry(ctx)], cluster_id=c.cluster_id,
                             controller_id=c.node_id, topics=topics,
                             cluster_authorized_operations=cluster_ops)
@@ -83,7 +101,7 @@ def handle_describe_cluster(ctx, request):
                             brokers=[broker_entry(ctx)],
                             endpoint_type=getattr(request.body, "endpoint_type", 1),
                             cluster_authorized_operations=authorized_operations(
-                                "cluster", request.body.include_cluster_authorized_operations))
+                                "cluster", request.body.include_cluster_authorized_operations, ctx))
 
 
 HANDLERS = {"ApiVersions": handle_api_versions, "Metadata": handle_metadata,

@@ -24,6 +24,7 @@ import time
 from shim.fetch_sessions import FINAL_EPOCH, FetchSessions, Plan
 from shim.protocol import ErrorCode, fetch, offsets
 from shim.protocol.entities import topic_ref
+from shim.security import acl, authorize
 
 READ_COMMITTED = 1  # isolation_level: only below the last stable offset, aborted ones listed
 
@@ -47,6 +48,9 @@ def _read(ctx, request, budget: int, items=None) -> tuple[list, int]:
                  "preferred_read_replica": -1, "records": b"", "aborted_transactions": None}
         key = (ref["name"], ref["topic_id"])
         topics.setdefault(key, {**ref, "partitions": []})["partitions"].append(entry)
+        if not authorize.topic_ref(ctx, acl.READ, topic, ref):  # a view: READ on the view
+            entry["error_code"] = ErrorCode.topic_authorization_failed
+            continue
         lg = broker.log_for(topic, p.partition) if topic else None
         if lg is None:
             entry["error_code"] = (ErrorCode.unknown_topic_id if topic is None and not ref["name"]
@@ -100,7 +104,9 @@ def handle_list_offsets(ctx, request):
                  "timestamp": -1, "offset": -1, "leader_epoch": 0}
         topics.setdefault(ref["name"], {**ref, "partitions": []})["partitions"].append(entry)
         lg = broker.log_for(topic, p.partition_index) if topic else None
-        if lg is None:
+        if not authorize.topic_ref(ctx, acl.DESCRIBE, topic, ref):
+            entry["error_code"] = ErrorCode.topic_authorization_failed
+        elif lg is None:
             entry["error_code"] = ErrorCode.unknown_topic_or_partition
         elif p.timestamp == offsets.LATEST:
             entry["offset"] = lg.next_offset

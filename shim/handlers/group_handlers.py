@@ -7,16 +7,24 @@ JoinGroup and SyncGroup are coroutines that stay parked until the rebalance comp
 from __future__ import annotations
 
 from shim.group_coordinator import GroupError
-from shim.handlers.cluster import authorized_operations
+from shim.handlers.cluster import authorized_operations, broker_entry
 from shim.protocol import ErrorCode, group_apis
+from shim.security import acl, authorize
 
 
 def handle_find_coordinator(ctx, request):
     # Groups and transactional ids alike: this broker coordinates them all.
-    _, keys = group_apis.coordinator_keys(request)
+    key_type, keys = group_apis.coordinator_keys(request)
     c = ctx.broker.config
-    answers = [{"key": k, "node_id": c.node_id, "host": c.host, "port": c.port,
+    at = broker_entry(ctx)  # the listener this client came in on
+    answers = [{"key": k, "node_id": c.node_id, "host": at["host"], "port": at["port"],
                 "error_code": ErrorCode.none} for k in keys]
+    for a in answers:
+        if not (authorize.group(ctx, acl.DESCRIBE, a["key"]) if key_type != group_apis.TRANSACTION_KEY
+                else authorize.transactional_id(ctx, acl.DESCRIBE, a["key"])):
+            a.update(node_id=-1, host="", port=-1, error_message=None, error_code=(
+                ErrorCode.group_authorization_failed if key_type != group_apis.TRANSACTION_KEY
+                else ErrorCode.transactional_id_authorization_failed))
     return group_apis.coordinator_response(request, answers)
 
 
@@ -86,6 +94,11 @@ def handle_describe_groups(ctx, request):
                                                  False))
     for gid in request.body.groups:
         g = ctx.broker.coordinator.groups.get(gid)
+        if not authorize.group(ctx, acl.DESCRIBE, gid):
+            out.append({"group_id": gid, "error_code": ErrorCode.group_authorization_failed,
+                        "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                        "authorized_operations": ops})
+            continue
         if g is None and gid in ctx.broker.consumer_groups.groups:
             # As Kafka: a KIP-848 group is described by ConsumerGroupDescribe.
             out.append({"group_id": gid, "group_state": "Dead", "protocol_type": "",
@@ -135,6 +148,8 @@ def handle_list_groups(ctx, request):
         if gid not in known and (not states or "Empty" in states):
             out.append({"group_id": gid, "protocol_type": "consumer", "group_state": "Empty",
                         "group_type": "classic"})
+    if not authorize.cluster(ctx, acl.DESCRIBE):  # as Kafka: only the groups it may describe
+        out = [g for g in out if authorize.group(ctx, acl.DESCRIBE, g["group_id"])]
     return request.response(error_code=ErrorCode.none, groups=out)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from shim.group_coordinator import COMPLETING, EMPTY
 from shim.protocol import ErrorCode, offsets
 from shim.protocol.entities import topic_ref
+from shim.security import acl, authorize
 
 # Kafka's offset.metadata.max.bytes default; Kafka compares it with the metadata string's length.
 MAX_METADATA_CHARS = 4096
@@ -59,7 +60,9 @@ def handle_offset_commit(ctx, request):
             # Kafka's order: a partition the broker does not have is refused before the
             # group is looked at (KafkaApis filters it out), then the group's verdict, then
             # the metadata size (offset.metadata.max.bytes).
-            if topic is None:
+            if not authorize.topic_ref(ctx, acl.READ, topic, ref):
+                c = ErrorCode.topic_authorization_failed
+            elif topic is None:
                 c = ErrorCode.unknown_topic_or_partition if ref["name"] else ErrorCode.unknown_topic_id
             elif not 0 <= p.partition_index < count:
                 c = ErrorCode.unknown_topic_or_partition
@@ -83,6 +86,10 @@ def handle_offset_fetch(ctx, request):
     members = ({g.group_id: (g.member_id, g.member_epoch) for g in request.body.groups}
                if request.api_version >= 9 else {})
     for gid, wanted in offsets.fetch_groups(request):
+        if not authorize.group(ctx, acl.DESCRIBE, gid):  # v8+ (before, refused whole)
+            out.append({"group_id": gid, "error_code": ErrorCode.group_authorization_failed,
+                        "topics": []})
+            continue
         member_id, epoch = members.get(gid, ("", -1))
         if epoch >= 0 and gid in broker.consumer_groups.groups:  # a KIP-848 member asks
             error = broker.consumer_groups.commit_error(gid, member_id, epoch)
@@ -94,10 +101,11 @@ def handle_offset_fetch(ctx, request):
         # (UNSTABLE_OFFSET_COMMIT, which clients retry), as Kafka.
         pending = (broker.transactions.pending_offsets(gid)
                    if getattr(request.body, "require_stable", False) else set())
-        if wanted is None:
+        if wanted is None:  # every committed topic this principal may describe
             by_topic: dict = {}
             for (name, p) in committed:
-                by_topic.setdefault(name, []).append(p)
+                if authorize.topic(ctx, acl.DESCRIBE, name):
+                    by_topic.setdefault(name, []).append(p)
             wanted = []
             for name, parts in by_topic.items():
                 t = broker.catalog.get(name)
@@ -108,12 +116,14 @@ def handle_offset_fetch(ctx, request):
             topic = broker.catalog.resolve(ref)
             name = topic.name if topic else ref["name"]
             entries = []
+            may = authorize.topic_ref(ctx, acl.DESCRIBE, topic, ref)
             for p in parts:
-                offset, meta = committed.get((name, p), (-1, ""))
-                unstable = (name, p) in pending
+                offset, meta = committed.get((name, p), (-1, "")) if may else (-1, "")
+                unstable = may and (name, p) in pending
                 entries.append({"partition_index": p, "committed_offset": -1 if unstable else offset,
                                 "committed_leader_epoch": -1, "metadata": meta,
-                                "error_code": ErrorCode.unstable_offset_commit if unstable
+                                "error_code": ErrorCode.topic_authorization_failed if not may
+                                else ErrorCode.unstable_offset_commit if unstable
                                 else ErrorCode.none})
             topics.append({**ref, "partitions": entries})
         out.append({"group_id": gid, "error_code": ErrorCode.none, "topics": topics})

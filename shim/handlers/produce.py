@@ -25,6 +25,7 @@ from shim.protocol import ErrorCode, RecordBatchError, produce
 from shim.protocol.records import batch_records, decode_batches, validate_produce_batch
 from shim.transactions import TxnError
 from shim.handlers.transactions import error_code
+from shim.security import acl, authorize
 
 log = logging.getLogger("camus.produce")
 MAX_REQUEST_RECORDS = 100 << 20
@@ -40,6 +41,9 @@ def handle_produce(ctx, request):
         answer = {"index": index, "error_code": ErrorCode.none, "base_offset": -1,
                   "log_append_time": -1, "log_start_offset": -1}
         by_topic.setdefault((ref["name"], ref["topic_id"]), []).append(answer)
+        if not authorize.topic_ref(ctx, acl.WRITE, topic, ref):
+            answer["error_code"] = ErrorCode.topic_authorization_failed
+            continue
         if topic is None:
             answer["error_code"] = (ErrorCode.unknown_topic_or_partition if ref["name"]
                                     else ErrorCode.unknown_topic_id)
@@ -135,6 +139,12 @@ def _txn_refusal(broker, txn_id, topic, index, batches) -> tuple[ErrorCode, str]
 
 def handle_init_producer_id(ctx, request):
     body = request.body
+    if not (authorize.transactional_id(ctx, acl.WRITE, body.transactional_id)
+            if body.transactional_id is not None else authorize.may_write_idempotently(ctx)):
+        return request.response(error_code=ErrorCode.transactional_id_authorization_failed
+                                if body.transactional_id is not None
+                                else ErrorCode.cluster_authorization_failed,
+                                producer_id=-1, producer_epoch=-1)
     if body.transactional_id is not None:
         try:
             pid, epoch = ctx.broker.transactions.init_producer(

@@ -151,6 +151,11 @@ class ServerConnection:
         self._last_payload = payload
         return self.decode(payload)
 
+    def next_raw_frame(self) -> bytes | None:
+        """The next frame's payload, undecoded (SASL tokens after a v0 SaslHandshake travel
+        bare, without a request header), or None until it is complete."""
+        return self._frames.next_frame()
+
     @property
     def last_frame(self) -> bytes:
         """The raw frame (size prefix included) of the last request, for logs and fixtures."""

@@ -30,7 +30,13 @@ class Server:
     def __init__(self, data_dir: Path | None = None, extra: list[str] | None = None,
                  prefix: list[str] | None = None) -> None:
         # `prefix` runs the command through another, e.g. nsenter into a mount namespace.
-        cmd = [*(prefix or []), sys.executable, "-m", "camus.cli", "serve", "--listen", "127.0.0.1:0"]
+        cmd = [*(prefix or []), sys.executable, "-m", "camus.cli", "serve"]
+        # --listen is repeatable (one listener each): the default PLAINTEXT one on a free port
+        # unless `extra` names a PLAINTEXT listener itself (a restart on a fixed port).
+        args = extra or []
+        if not any(a == "--listen" and ("://" not in b or b.startswith("PLAINTEXT://"))
+                   for a, b in zip(args, args[1:])):
+            cmd += ["--listen", "127.0.0.1:0"]
         if data_dir is not None:
             cmd += ["--data-dir", str(data_dir)]
         cmd += extra or []

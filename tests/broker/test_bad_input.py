@@ -91,10 +91,10 @@ def test_too_new_api_versions_gets_v0_unsupported_answer(broker):
 
 def test_unregistered_api_gets_its_error_and_connection_stays(broker):
     s = connect(broker)
-    # SaslHandshake v1: kio knows it, camus does not implement it.
-    s.sendall(request(17, 1, correlation_id=3, mechanism="PLAIN"))
+    # DescribeDelegationToken v1: kio knows it, camus does not implement it.
+    s.sendall(request(41, 1, correlation_id=3, owners=None))
     frame = read_frame(s)
-    assert frame is not None and decode_response(17, 1, frame)[1].error_code == 35
+    assert frame is not None and decode_response(41, 1, frame)[1].error_code == 35
     assert api_versions_ok(s)
     s.close()
 

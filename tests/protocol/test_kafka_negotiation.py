@@ -21,6 +21,15 @@ REQUIRED = {
     "JoinGroup": 11, "SyncGroup": 14, "Heartbeat": 12, "LeaveGroup": 13, "OffsetCommit": 8,
     "OffsetFetch": 9, "InitProducerId": 22, "CreateTopics": 19, "DeleteTopics": 20,
     "CreatePartitions": 37, "DescribeConfigs": 32, "DescribeGroups": 15, "ListGroups": 16,
+    "SaslHandshake": 17,
+    "SaslAuthenticate": 36,
+    "DescribeAcls": 29,
+    "CreateAcls": 30,
+    "DeleteAcls": 31,
+    "DescribeUserScramCredentials": 50,
+    "AlterUserScramCredentials": 51,
+    "DescribeClientQuotas": 48,
+    "AlterClientQuotas": 49,
     "DescribeCluster": 60, "DeleteRecords": 21, "AlterConfigs": 33, "AlterReplicaLogDirs": 34,
     "DescribeLogDirs": 35, "DeleteGroups": 42, "ElectLeaders": 43, "IncrementalAlterConfigs": 44,
     "AlterPartitionReassignments": 45, "ListPartitionReassignments": 46, "OffsetDelete": 47,
@@ -136,11 +145,11 @@ def test_unadvertised_version_the_codec_knows_is_answered_in_the_clients_format(
 
 
 def test_unregistered_api_known_to_the_codec_gets_an_error_answer():
-    # SaslHandshake v1 (key 17): not implemented; a top-level UNSUPPORTED_VERSION
+    # DescribeDelegationToken v1 (key 41): not implemented; a top-level UNSUPPORTED_VERSION
     # beats a disconnect the client would retry forever.
-    error = _expect_error(_raw_request(17, 1, 4, body=b"\x00\x05PLAIN"))
+    error = _expect_error(_raw_request(41, 1, 4, body=b"\xff\xff\xff\xff"))
     assert error.error_code == ErrorCode.unsupported_version
-    correlation_id, body, _ = decode_response(17, 1, error.response)
+    correlation_id, body, _ = decode_response(41, 1, error.response)
     assert correlation_id == 4 and body.error_code == ErrorCode.unsupported_version
 
 
