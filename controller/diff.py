@@ -64,3 +64,35 @@ def diff(old: dict, new: dict) -> Changes:
     changes.set_groups = {g: r for g, r in want_g.items() if have_g.get(g) != r}
     changes.delete_groups = sorted(g for g in have_g if g not in want_g)
     return changes
+
+
+def patch(doc: dict, changes: Changes) -> dict:
+    """The entries.json document a target holding `doc` holds once `changes` are written
+    (what `diff(doc, new)` was computed to reach: `patch(old, diff(old, new))` equals `new`
+    up to order)."""
+    entries = {entry_key(e): e for e in doc.get("table_entries", ())}
+    for e in changes.delete:
+        entries.pop(entry_key(e), None)
+    for e in (*changes.insert, *changes.modify):
+        entries[entry_key(e)] = e
+    groups = {g["id"]: g for g in doc.get("multicast_groups", ())}
+    for gid, replicas in changes.set_groups.items():
+        groups[gid] = {"id": gid, "replicas": [{"port": p, "rid": r} for p, r in replicas]}
+    for gid in changes.delete_groups:
+        groups.pop(gid, None)
+    out = dict(doc)
+    out["table_entries"] = list(entries.values())
+    out["multicast_groups"] = [groups[g] for g in sorted(groups)]
+    return out
+
+
+def apply_steps(switch, changes: Changes) -> None:
+    """Write `changes` to an in-process switch (`switch.dataplane.DataPlane`'s insert, modify,
+    delete, set_group and delete_group), in `steps()` order; its EntryError propagates."""
+    for op, item in changes.steps():
+        if op == "set_group":
+            switch.set_group(*item)
+        elif op == "delete_group":
+            switch.delete_group(item)
+        else:
+            getattr(switch, op)(item)

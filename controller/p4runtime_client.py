@@ -21,6 +21,10 @@ from p4rt.stubs import p4runtime_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:9559"
 DEFAULT_BATCH = 500
+# gRPC waits up to 1 s, then longer, before reconnecting to a device that went away; a
+# controller that must reprogram a restarted device at once wants it back sooner.
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 50),
+                   ("grpc.max_reconnect_backoff_ms", 250)]
 
 
 @dataclass(frozen=True)
@@ -76,13 +80,28 @@ class P4RuntimeClient:
     def __init__(self, target: str = DEFAULT_TARGET, device_id: int = 1, election_id: int = 1,
                  timeout: float = 10.0):
         self.target, self.device_id, self.election_id, self.timeout = target, device_id, election_id, timeout
-        self.channel = grpc.insecure_channel(target)
+        self.channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self._requests: queue.Queue = queue.Queue()
         self._responses: queue.Queue = queue.Queue()
         self._stream = None
+        # Set when the StreamChannel ends (the device went away, or `close`): a controller
+        # that must keep the device programmed watches it to reconnect and reinstall.
+        self.stream_ended = threading.Event()
 
     # ---- connection and arbitration ----
+
+    @classmethod
+    def primary(cls, target: str, device_id: int = 1, election_id: int = 1,
+                timeout: float = 10.0) -> "P4RuntimeClient":
+        """A client that has won arbitration (and left nothing open if it did not)."""
+        client = cls(target, device_id, election_id, timeout)
+        try:
+            client.arbitrate()
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     def _election(self) -> p4runtime_pb2.Uint128:
         return p4runtime_pb2.Uint128(high=self.election_id >> 64, low=self.election_id & ((1 << 64) - 1))
@@ -123,6 +142,8 @@ class P4RuntimeClient:
                     self._responses.put(reply)
         except grpc.RpcError as exc:
             self._responses.put(exc)
+        finally:
+            self.stream_ended.set()
 
     def close(self) -> None:
         self._end_stream()

@@ -4,8 +4,9 @@ A `Target` is a packet processor the controller programs and the data path
 (`shim.datapath`) feeds: it is loaded with a compiled pipeline and its entries, takes an
 entry diff (`controller.diff.Changes`) for every subscription change, takes frames on an
 ingress port, and reports what its egress ports emitted. `open_target(spec)` is the one
-place that knows which targets exist ("embedded:native", "embedded:python"); the data
-path never learns which one it drives.
+place that knows which targets exist (the embedded switch, "embedded:native" or
+"embedded:python"; remote ones, `controller.remote`: "p4runtime://HOST:PORT?io=...", "switch"
+and "bmv2", see `open_target`); the data path never learns which one it drives.
 
 Frames go in packed, as the switch's fast path takes them: one buffer holding the frames
 back to back and a u32 little-endian length per frame. What comes out is `Emitted`: the
@@ -49,6 +50,11 @@ NO_INDEX = 0xFFFF_FFFF  # a copy whose input frame the target does not know
 class TargetError(Exception):
     """The target refused a write: its state is no longer what the caller believes, and
     `load` with the whole state is the way back."""
+
+
+class TargetUnavailable(Exception):
+    """The target cannot be started or reached (a remote device that is not there, a tool
+    that is not installed): `camus serve` says so in one line and exits."""
 
 
 @dataclass(frozen=True)
@@ -105,23 +111,50 @@ class Target(abc.ABC):
         """Release what the target holds (connections, threads); the embedded one holds none."""
 
 
+KNOWN = ("embedded:native, embedded:python, switch[:IMPL], switch-veth[:IMPL], bmv2, "
+         "p4runtime://HOST:PORT?io=udp:INGRESS_HOST:INGRESS_PORT,EGRESS_HOST:BASE")
+
+
 def check_spec(spec: str) -> tuple[str, str]:
     """(kind, argument) of a target spec; ValueError saying what is known if it names no
     target (so `camus serve --target` can refuse it in one line before anything starts)."""
     kind, _, arg = spec.partition(":")
-    if kind == "embedded":
+    if kind in ("embedded", "switch", "switch-veth"):
         from switch.dataplane import IMPLEMENTATIONS
 
         if (arg or "native") not in IMPLEMENTATIONS:
-            raise ValueError(f"embedded:IMPL takes one of {', '.join(IMPLEMENTATIONS)}")
+            raise ValueError(f"{kind}:IMPL takes one of {', '.join(IMPLEMENTATIONS)}")
         return kind, arg or "native"
-    raise ValueError(f"unknown target {spec!r} (known: embedded:native, embedded:python)")
+    if kind == "bmv2" and not arg:
+        return kind, ""
+    if kind == "p4runtime":
+        from controller.remote_spec import parse_p4runtime
+
+        parse_p4runtime(spec)
+        return kind, spec
+    raise ValueError(f"unknown target {spec!r} (known: {KNOWN})")
 
 
 def open_target(spec: str) -> Target:
-    """The target `spec` names, not yet loaded: "embedded:native" or "embedded:python" (the
-    in-process software switch, `controller.embedded`)."""
-    _, impl = check_spec(spec)
-    from controller.embedded import EmbeddedTarget
+    """The target `spec` names, not yet loaded:
+    - "embedded:native" or "embedded:python": the in-process software switch
+      (`controller.embedded`);
+    - "switch[:IMPL]": `camus switch serve` started as a child process, reached over
+      P4Runtime and loopback UDP (`controller.remote`, `controller.launch`);
+    - "switch-veth[:IMPL]": the same inside a private network namespace behind veth pairs
+      (root only): bmv2's plumbing with a switch that runs everywhere;
+    - "bmv2": `simple_switch_grpc` so, with the Kafka program compiled by p4c-bm2-ss
+      (both must be on PATH);
+    - "p4runtime://HOST:PORT?io=udp:IHOST:IPORT,EHOST:BASE": a device already running:
+      frames to IHOST:IPORT, port N's copies from EHOST:BASE+N (`camus switch serve
+      --ingress udp:IHOST:IPORT --egress-range udp:EHOST:BASE`); `io=iface:PREFIX,PORTS`
+      reads and writes interfaces PREFIX0..PREFIX{PORTS-1}; `device=` and `election=` set
+      the P4Runtime device and election ids."""
+    kind, arg = check_spec(spec)
+    if kind == "embedded":
+        from controller.embedded import EmbeddedTarget
 
-    return EmbeddedTarget(impl)
+        return EmbeddedTarget(arg)
+    from controller.remote_spec import open_remote
+
+    return open_remote(kind, arg)

@@ -10,6 +10,8 @@ batches). `camus serve` (`shim.cli`) is built on it:
   log.py             partition logs: segment files, retention, whole-batch reads
   datapath.py        records -> packets -> target -> endpoints; subscription diffs
   group_coordinator.py  the classic consumer-group state machine
+  consumer_groups.py the KIP-848 consumer groups: broker-side assignment, member epochs
+  fetch_sessions.py  incremental fetch sessions (KIP-227)
   producers.py       idempotent producers' sequence windows
   topic_client.py    `camus topic`: CreateTopics/DeleteTopics/Metadata from the command line
   schema.py, subscriptions.py, reframe.py   the Kafka mapping (fields, rules, packets)

@@ -32,13 +32,15 @@ from pathlib import Path
 from controller.target import open_target
 from shim import compaction
 from shim.datapath import DataPath, Delivered
-from shim.group_coordinator import Coordinator, Group, parse_assignment
+from shim.fetch_sessions import FetchSessions
+from shim.consumer_groups import ConsumerGroups
+from shim.group_coordinator import Coordinator, Group
 from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
 from shim.schema import describe_source
-from shim.topics import Catalog, Topic, TopicError
+from shim.topics import FILTER, SCHEMA, Catalog, Topic, TopicError
 from shim.transactions import TransactionCoordinator
 from shim.txn_log import ABORT, COMMIT, TRANSACTIONAL_BIT, marker_batch
 
@@ -70,7 +72,10 @@ class Broker:
         self.datapath = DataPath(open_target(config.target))
         self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults)
         self.coordinator = Coordinator(self._assignments_changed)
+        self.consumer_groups = ConsumerGroups(self._assignments_changed, self._partition_count,
+                                              lambda: [t.name for t in self.catalog])
         self.producers = Producers(config.data_dir)
+        self.fetch_sessions = FetchSessions()
         self.transactions = TransactionCoordinator(
             config.data_dir, lambda: self.producers.init()[0], self._write_markers,
             self._apply_txn_offsets)
@@ -126,17 +131,21 @@ class Broker:
         suffix = f"-{t.topic_id.hex}"
         return d / "logs" / f"{t.name[:255 - len(suffix)]}{suffix}" / str(p)
 
-    def _open_log(self, t: Topic, p: int) -> PartitionLog:
+    @staticmethod
+    def _log_settings(t: Topic) -> dict:
+        """A source partition log's settings from its topic's configs."""
         # cleanup.policy=compact alone: nothing expires, the cleaner alone removes records.
         retention = t.int_config("retention.bytes") if t.deletes else -1
         seg = t.int_config("segment.bytes")
         if retention > 0:
             seg = max(1, min(seg, retention // 4 or 1))  # so retention can drop whole segments
-        lg = PartitionLog(self._log_dir(t, p), retention_bytes=retention,
-                          retention_ms=t.int_config("retention.ms") if t.deletes else -1,
-                          segment_bytes=seg,
-                          flush_messages=t.int_config("flush.messages"),
-                          flush_ms=t.int_config("flush.ms"))
+        return {"retention_bytes": retention,
+                "retention_ms": t.int_config("retention.ms") if t.deletes else -1,
+                "segment_bytes": seg, "flush_messages": t.int_config("flush.messages"),
+                "flush_ms": t.int_config("flush.ms")}
+
+    def _open_log(self, t: Topic, p: int) -> PartitionLog:
+        lg = PartitionLog(self._log_dir(t, p), **self._log_settings(t))
         self.logs[(t.name, p)] = lg
         for h in lg.headers():  # idempotent producers' recent sequences, as Kafka rebuilds them
             if h.producer_id >= 0 and not h.is_control:
@@ -211,6 +220,53 @@ class Broker:
         self.traffic.pop(topic.name, None)
         self._refresh_member_subscriptions()
         log.info("deleted topic %r", topic.name)
+
+    def alter_topic(self, topic: Topic, configs: dict[str, str], validate_only: bool = False) -> bool:
+        """Give `topic` this whole set of dynamic configs (AlterConfigs; IncrementalAlterConfigs
+        computes the set), checked as CreateTopics checks them, without recreating it. A
+        source's logs take new retention, segment and flush settings at once; a view whose
+        filter changed is re-subscribed and its logs rebuilt from its source, as at creation
+        (the old ones serve until then). True when the caller should await `view_ready`."""
+        candidate = self.catalog.check(topic.name, topic.partitions, configs, existing=topic)
+        if candidate.source != topic.source:
+            raise TopicError(f"{topic.name!r}: camus.source cannot change (it is "
+                             f"{topic.source!r}); delete the topic and create it again",
+                             "invalid_config")
+        schema_changed = configs.get(SCHEMA) != topic.configs.get(SCHEMA)
+        views = self.catalog.views_of(topic.name)
+        if schema_changed and views:
+            raise TopicError(f"{topic.name!r}: camus.schema cannot change while views "
+                             f"{', '.join(v.name for v in views)} read it", "invalid_config")
+        if validate_only:
+            return False
+        refilter = topic.is_view and candidate.configs[FILTER] != topic.configs[FILTER]
+        self.catalog.set_configs(topic, candidate)
+        if not topic.is_view:
+            for p in range(topic.partitions):
+                lg = self.logs[(topic.name, p)]
+                for key, value in self._log_settings(topic).items():
+                    setattr(lg, key, value)
+                if lg.enforce_retention(by_time=False):
+                    for v in views:
+                        self.logs[(v.name, p)].drop_before(lg.start_offset)
+        if refilter:
+            for port in [p for p, v in self.view_ports.items() if v == topic.name]:
+                del self.view_ports[port]
+                self.datapath.unsubscribe(port)
+            self._attach_view(topic)
+        if refilter or schema_changed:
+            self._refresh_member_subscriptions()
+        log.info("altered the configs of %r: %s", topic.name, configs)
+        return refilter
+
+    def delete_records(self, topic: Topic, partition: int, offset: int) -> int:
+        """DeleteRecords: the partition starts at `offset` (at most its end), and so do its
+        views; the new log start offset."""
+        start = self.logs[(topic.name, partition)].delete_records(offset)
+        for v in self.catalog.views_of(topic.name):
+            self.logs[(v.name, partition)].drop_before(start)
+        self.changed.set()
+        return start
 
     def add_partitions(self, topic: Topic, count: int) -> None:
         if topic.is_view:
@@ -470,12 +526,16 @@ class Broker:
         self._member_subscriptions(group)
         self.datapath.update()
 
+    def _partition_count(self, name: str) -> int:
+        t = self.catalog.get(name)
+        return self.catalog.partitions_of(t) if t is not None else 0
+
     def _member_subscriptions(self, group: Group) -> None:
         live = set()
         for m in group.members.values():
             key = (group.group_id, m.member_id)
             live.add(key)
-            assigned = parse_assignment(m.assignment) if group.protocol_type == "consumer" else {}
+            assigned = m.assigned_partitions(group.protocol_type)
             ports = self.member_ports.setdefault(key, {})
             for name in list(ports):
                 if name not in assigned or self.catalog.get(name) is None:
@@ -494,7 +554,7 @@ class Broker:
                 self.datapath.unsubscribe(port)
 
     def _refresh_member_subscriptions(self) -> None:
-        for g in self.coordinator.groups.values():
+        for g in [*self.coordinator.groups.values(), *self.consumer_groups.groups.values()]:
             self._member_subscriptions(g)
         self.datapath.update()
 
@@ -523,7 +583,7 @@ class Broker:
 
     def tick(self) -> None:
         """Periodic work: session expiry, time-based retention, `flush.ms` fsyncs."""
-        for gid, mid in self.coordinator.expire():
+        for gid, mid in [*self.coordinator.expire(), *self.consumer_groups.expire()]:
             log.info("group %s: member %s expired", gid, mid)
         try:
             for txn_id in self.transactions.expire():

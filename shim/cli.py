@@ -35,7 +35,9 @@ def register(subparsers) -> None:
                        help="the embedded software switch's implementation: --target embedded:IMPL")
     where.add_argument("--target", default="embedded:native", metavar="SPEC",
                        help="what records flow through, as controller.target.open_target names "
-                            "it (default embedded:native, the in-process software switch)")
+                            "it (default embedded:native, the in-process software switch; switch, "
+                            "switch-veth, bmv2 or p4runtime://HOST:PORT?io=... put a P4Runtime "
+                            "device in the loop: docs/remote-target.md)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug detail")
@@ -106,7 +108,7 @@ def run_topic(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from controller.target import check_spec
+    from controller.target import TargetUnavailable, check_spec
     from shim.broker import Config
     from shim.limits import Limits
     from shim.server import serve
@@ -155,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(serve(config))
     except TopicError as exc:
         return fail(f"--config: {exc}")
+    except TargetUnavailable as exc:
+        return fail(f"--target {config.target!r}: {exc}")
     except OSError as exc:
         hint = " (another camus serve, or a Kafka broker?)" if exc.errno == errno.EADDRINUSE else ""
         return fail(f"{exc.strerror or exc}{hint}")

@@ -70,6 +70,10 @@ class Member:
     def metadata(self, protocol: str) -> bytes:
         return next((m for n, m in self.protocols if n == protocol), b"")
 
+    def assigned_partitions(self, protocol_type: str) -> dict[str, list[int]]:
+        """Its assignment's topic partitions (only "consumer" assignments can be read)."""
+        return parse_assignment(self.assignment) if protocol_type == "consumer" else {}
+
 
 @dataclass
 class Group:
@@ -329,6 +333,23 @@ class Coordinator:
         self._drop(g, member_id)
         self._rebalance_after_loss(g)
 
+    def delete(self, group_id: str) -> None:
+        """DeleteGroups: forget a group that has no members (GroupError otherwise)."""
+        g = self.groups.get(group_id)
+        if g is not None and g.members:
+            raise GroupError("non_empty_group", f"group {group_id} has members")
+        self.groups.pop(group_id, None)
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        """Topics the members of an active "consumer" group subscribe to; None when the
+        group has members of another protocol type (whose subscriptions camus cannot read)."""
+        g = self.groups.get(group_id)
+        if g is None or not g.members:
+            return set()
+        if g.protocol_type != "consumer":
+            return None
+        return {t for m in g.members.values() for t in parse_subscription(m.metadata(g.protocol))}
+
     def _drop(self, g: Group, member_id: str, why: str = "unknown_member_id") -> None:
         m = g.members.pop(member_id)
         for fut in (m.join, m.sync):
@@ -364,6 +385,22 @@ class Coordinator:
             if dead:
                 self._rebalance_after_loss(g)
         return gone
+
+
+def parse_subscription(data: bytes) -> list[str]:
+    """The topics of a "consumer" protocol member's metadata (ConsumerProtocolSubscription:
+    version, then the topic names; later fields do not matter here)."""
+    out: list[str] = []
+    try:
+        (n,) = struct.unpack_from(">i", data, 2)
+        pos = 6
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", data, pos)
+            out.append(data[pos + 2:pos + 2 + ln].decode())
+            pos += 2 + ln
+    except (struct.error, UnicodeDecodeError):
+        return out
+    return out
 
 
 def parse_assignment(data: bytes) -> dict[str, list[int]]:

@@ -58,6 +58,7 @@ from shim.txn_log import TxnIndex
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 RETENTION_CHECK_MS = 300_000  # Kafka's log.retention.check.interval.ms default
+START_CHECKPOINT = "log-start-offset"  # where DeleteRecords' start is kept, in the partition dir
 
 
 # The producer id on gap batches: outside the range `shim.producers` hands out, so no
@@ -359,7 +360,8 @@ class PartitionLog:
             if len(self.segments) == 1:
                 self._roll(self.next_offset)
             self.segments.pop(0)
-            self.start_offset = self.segments[0].base_offset
+            # Never back before a DeleteRecords start inside the new first segment.
+            self.start_offset = max(self.start_offset, self.segments[0].base_offset)
             self.txns.drop_before(self.start_offset)
             if first.path is not None:
                 first.path.unlink(missing_ok=True)
@@ -412,11 +414,34 @@ class PartitionLog:
         if cleaned_upto is not None:
             self.cleaned_upto = cleaned_upto
 
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: the log starts at `offset` (the caller keeps it at most the end).
+        Segments wholly before it go, their files too; in memory, whole batches before it;
+        the batch holding it stays whole, as Kafka keeps it. The start is written to a
+        checkpoint file (Kafka's log-start-offset-checkpoint) so it survives a restart.
+        Returns the log start offset."""
+        if offset <= self.start_offset:
+            return self.start_offset
+        while self.segments and (self.segments[1].base_offset <= offset if len(self.segments) > 1
+                                 else self.segments[0].starts and offset >= self.next_offset):
+            if len(self.segments) == 1:
+                self._roll(self.next_offset)
+            gone = self.segments.pop(0)
+            if gone.path is not None:
+                gone.path.unlink(missing_ok=True)
+        self.drop_before(offset)
+        if self.directory is not None:
+            tmp = self.directory / (START_CHECKPOINT + ".tmp")
+            tmp.write_text(str(self.start_offset))
+            os.replace(tmp, self.directory / START_CHECKPOINT)
+        return self.start_offset
+
     def delete(self) -> None:
         for s in self.segments:
             if s.path is not None:
                 s.path.unlink(missing_ok=True)
         if self.directory is not None:
+            (self.directory / START_CHECKPOINT).unlink(missing_ok=True)
             (self.directory / "cleaner-offset").unlink(missing_ok=True)
             try:
                 self.directory.rmdir()
@@ -468,3 +493,10 @@ class PartitionLog:
             self.next_offset = max(self.next_offset, seg.lasts[-1] + 1 if seg.lasts else seg.base_offset)
         if self.segments:  # the log starts where the first segment retention left starts
             self.start_offset = self.segments[0].base_offset
+        checkpoint = self.directory / START_CHECKPOINT  # or where DeleteRecords put it
+        if checkpoint.exists():
+            try:
+                start = int(checkpoint.read_text())
+            except ValueError:
+                start = self.start_offset
+            self.start_offset = min(max(self.start_offset, start), self.next_offset)

@@ -164,13 +164,14 @@ class Catalog:
         return src.partitions if src else topic.partitions
 
     def check(self, name: str, partitions: int, configs: dict[str, str],
-              partitions_defaulted: bool = True) -> Topic:
+              partitions_defaulted: bool = True, existing: Topic | None = None) -> Topic:
         """The topic `CreateTopics` would make; TopicError says why it cannot be.
-        `partitions_defaulted`: the count was not given (a view takes its source's then)."""
+        `partitions_defaulted`: the count was not given (a view takes its source's then).
+        `existing`: the topic whose configs would become these (AlterConfigs)."""
         if not legal_topic_name(name):
             raise TopicError(f"illegal topic name {name!r}: up to 249 of [A-Za-z0-9._-]",
                              "invalid_topic_exception")
-        if name in self.by_name:
+        if name in self.by_name and existing is None:
             raise TopicError(f"topic {name!r} already exists", "topic_already_exists")
         if partitions < 1:
             raise TopicError(f"number of partitions must be at least 1, not {partitions}",
@@ -251,6 +252,18 @@ class Catalog:
     def remove(self, topic: Topic) -> None:
         del self.by_name[topic.name]
         self.save()
+
+    def set_configs(self, topic: Topic, checked: Topic) -> None:
+        """Give `topic` the configs, schema and filter of `checked` (from `check`), saved."""
+        old = (topic.configs, topic.schema, topic.filter)
+        if checked.configs.get(SCHEMA) != topic.configs.get(SCHEMA):
+            topic.schema = checked.schema  # else the old one, with what it counted
+        topic.configs, topic.filter = checked.configs, checked.filter
+        try:
+            self.save()
+        except OSError:
+            topic.configs, topic.schema, topic.filter = old
+            raise
 
     def set_partitions(self, topic: Topic, count: int) -> None:
         old = topic.partitions

@@ -7,6 +7,10 @@ A binding carries whole Ethernet frames:
   on 127.0.0.1. Frames out go to HOST:PORT; frames in arrive on the bound address (by
   default an ephemeral port on 127.0.0.1; `local` says which). `udp:@BINDHOST:BINDPORT`
   only receives.
+* `UdpRange` (`--egress-range udp:HOST:BASE`): copies for any port N that has no binding of
+  its own go, from one socket, to HOST:BASE+N. A controller whose endpoints come and go (the
+  broker's remote target, `controller.remote`) then listens on BASE+N for port N without the
+  switch being restarted to bind it.
 * `InterfacePort` (`iface:NAME`): a Linux interface through an AF_PACKET raw socket, e.g. a
   veth end inside a network namespace. Frames this host sends on the interface are seen by
   the socket as outgoing and skipped, so the switch never re-ingests its own output.
@@ -32,6 +36,23 @@ POLL_SECONDS = 0.2
 MAX_FRAME = 65535
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+RECEIVE_BUFFER = 8 << 20  # bytes: a burst of frames waits in the socket, not lost at its edge
+
+
+def grow_receive_buffer(sock: socket.socket, size: int = RECEIVE_BUFFER) -> None:
+    """Ask for a large receive buffer: beyond net.core.rmem_max with CAP_NET_ADMIN
+    (SO_RCVBUFFORCE), else as large as the kernel allows. The default (about 200 KiB) holds a
+    few hundred frames: a burst from a producer would overflow it and be lost."""
+    force = getattr(socket, "SO_RCVBUFFORCE", None)
+    try:
+        if force is None:
+            raise PermissionError
+        sock.setsockopt(socket.SOL_SOCKET, force, size)
+    except OSError:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        except OSError:
+            pass  # the default buffer: bursts may lose frames, which the sender must expect
 
 
 class PortError(ValueError):
@@ -103,6 +124,7 @@ class UdpPort(Port):
         except OSError as exc:
             self.sock.close()
             raise PortError(f"port {number}: cannot bind {local[0]}:{local[1]}: {exc}") from None
+        grow_receive_buffer(self.sock)
         self.sock.settimeout(POLL_SECONDS)
         self.local = self.sock.getsockname()
 
@@ -129,6 +151,39 @@ class UdpPort(Port):
         return f"udp {self.local[0]}:{self.local[1]}{out}"
 
 
+class UdpRange:
+    """Where copies for ports without a binding go: port N to HOST:BASE+N, from one socket."""
+
+    def __init__(self, host: str, base: int):
+        self.host, self.base = host, base
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def send(self, number: int, frame: bytes) -> bool:
+        """Send `frame` as port `number`'s copy; False if the port is beyond the range."""
+        if not 0 <= self.base + number <= 0xFFFF:
+            return False
+        try:
+            self.sock.sendto(frame, (self.host, self.base + number))
+        except OSError:
+            pass  # nobody listening: lost, as on a wire
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+    @property
+    def description(self) -> str:
+        return f"udp {self.host}:{self.base}+N"
+
+
+def parse_range(spec: str) -> UdpRange:
+    """`udp:HOST:BASE` as a `UdpRange`."""
+    kind, sep, rest = spec.partition(":")
+    if kind != "udp" or not sep:
+        raise PortError(f"--egress-range: expected udp:HOST:BASE, got {spec!r}")
+    return UdpRange(*_address(rest, "--egress-range"))
+
+
 class InterfacePort(Port):
     def __init__(self, number: int, ifname: str):
         self.number = number
@@ -142,6 +197,7 @@ class InterfacePort(Port):
         except OSError as exc:
             self.sock.close()
             raise PortError(f"port {number}: no interface {ifname!r}: {exc}") from None
+        grow_receive_buffer(self.sock)
         self.sock.settimeout(POLL_SECONDS)
 
     def send(self, frame: bytes) -> None:
@@ -197,7 +253,9 @@ class Ports:
         self.device = device
         self.egress: dict[int, Port] = {}
         self.bindings: list[Port] = []
+        self.range: UdpRange | None = None  # where copies for unbound ports go, if anywhere
         self.unbound = 0
+        self.fabric = None  # a switch.fabric_egress.FabricEgress inside a network of switches
         self.errors = 0  # frames whose processing raised (reported once on stderr)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -213,6 +271,10 @@ class Ports:
         if self._threads:
             self._start(port)
         return port
+
+    def set_range(self, where: UdpRange) -> None:
+        """Copies for ports without a binding go to `where` instead of being dropped."""
+        self.range = where
 
     def start(self) -> None:
         for port in self.bindings:
@@ -243,13 +305,18 @@ class Ports:
 
     def forward(self, frame: bytes, in_port: int) -> None:
         """Run one frame through the device and send its copies out of their ports."""
+        fabric = self.fabric
         for egress, copy in self.device.process(frame, in_port):
+            if fabric is not None:
+                egress = fabric.port(in_port, egress, copy)
+                if egress is None:
+                    continue
             out = self.egress.get(egress)
-            if out is None:
+            if out is not None:
+                out.send(copy)
+            elif self.range is None or not self.range.send(egress, copy):
                 with self._count_lock:
                     self.unbound += 1
-            else:
-                out.send(copy)
 
     def stop(self) -> None:
         self._stop.set()
@@ -257,3 +324,5 @@ class Ports:
             t.join(timeout=2 * POLL_SECONDS + 1)
         for port in self.bindings:
             port.close()
+        if self.range is not None:
+            self.range.close()

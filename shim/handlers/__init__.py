@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from shim.broker import Broker
 from shim.handlers import admin, cluster, fetch, group_handlers, offsets, produce
+from shim.handlers import cluster_admin, consumer_group_handlers
 from shim.handlers import transactions
 
 
@@ -25,8 +26,8 @@ class Context:
 
 
 HANDLERS: dict = {}
-for _family in (admin, cluster, fetch, group_handlers, offsets, produce,
-                transactions):
+for _family in (admin, cluster, fetch, group_handlers, offsets, produce, cluster_admin,
+                consumer_group_handlers, transactions):
     for _name, _fn in _family.HANDLERS.items():
         if _name in HANDLERS:
             raise RuntimeError(f"two handlers for {_name}")

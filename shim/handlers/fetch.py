@@ -10,8 +10,10 @@ the high watermark (`shim.log.gap_batch`). When the
 answer holds fewer than min_bytes it waits for any log to grow, at most max_wait, and
 reads again. With isolation_level read_committed a read stops at the last stable offset
 and lists the aborted transactions it covers, which clients skip (shim/txn_log.py);
-ListOffsets' latest is then the last stable offset too. The broker's fetch.max.bytes (Kafka's default, 55 MiB) caps max_bytes. Fetch
-sessions are not kept: session_id 0 keeps every client on full fetches.
+ListOffsets' latest is then the last stable offset too. The broker's fetch.max.bytes
+(Kafka's default, 55 MiB) caps max_bytes. Fetch
+sessions (KIP-227, `shim.fetch_sessions`): a full Fetch opens one, later incremental
+Fetches read the session's partitions and are answered only with those that changed.
 """
 
 from __future__ import annotations
@@ -19,15 +21,26 @@ from __future__ import annotations
 import asyncio
 import time
 
+from shim.fetch_sessions import FINAL_EPOCH, FetchSessions, Plan
 from shim.protocol import ErrorCode, fetch, offsets
+from shim.protocol.entities import topic_ref
 
 READ_COMMITTED = 1  # isolation_level: only below the last stable offset, aborted ones listed
 
 
-def _read(ctx, request, budget: int) -> tuple[list, int]:
+def _plan(ctx, request) -> Plan:
+    """Which partitions this Fetch reads: its own, or its session's (KIP-227)."""
+    body = request.body
+    forgotten = [(topic_ref(t), t.partitions) for t in getattr(body, "forgotten_topics_data", ())]
+    return ctx.broker.fetch_sessions.open(
+        getattr(body, "session_id", 0), getattr(body, "session_epoch", FINAL_EPOCH),
+        request.api_version >= 13, list(fetch.partitions(request)), forgotten)
+
+
+def _read(ctx, request, budget: int, items=None) -> tuple[list, int]:
     broker, topics, total = ctx.broker, {}, 0
     committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
-    for ref, p in fetch.partitions(request):
+    for ref, p in fetch.partitions(request) if items is None else items:
         topic = broker.catalog.resolve(ref)
         entry = {"partition_index": p.partition, "error_code": ErrorCode.none,
                  "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
@@ -58,11 +71,15 @@ def _read(ctx, request, budget: int) -> tuple[list, int]:
 
 async def handle_fetch(ctx, request):
     body = request.body
+    plan = _plan(ctx, request)
+    if plan.error:
+        return request.response(responses=[], session_id=0, error_code=plan.error)
     deadline = time.monotonic() + fetch.max_wait_ms(request) / 1000
     while True:
         # fetch.max.bytes caps the answer (and so each partition's share), whatever was asked.
         responses, size = _read(ctx, request, min(body.max_bytes,
-                                                  ctx.broker.config.limits.fetch_max_bytes))
+                                                  ctx.broker.config.limits.fetch_max_bytes),
+                                plan.items)
         left = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if size >= max(body.min_bytes, 1) or errors or left <= 0:
@@ -70,7 +87,8 @@ async def handle_fetch(ctx, request):
                 if ctx.broker.catalog.get(t["name"]) is not None:
                     ctx.broker.count(t["name"], bytes_out=sum(len(p["records"])
                                                               for p in t["partitions"]))
-            return request.response(responses=responses, session_id=0, error_code=ErrorCode.none)
+            return request.response(responses=FetchSessions.answered(plan, responses),
+                                    session_id=plan.session_id, error_code=ErrorCode.none)
         await ctx.broker.wait_for_data(left)
 
 

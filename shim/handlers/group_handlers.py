@@ -22,6 +22,10 @@ def handle_find_coordinator(ctx, request):
 
 async def handle_join_group(ctx, request):
     b = request.body
+    consumer = ctx.broker.consumer_groups.groups.get(b.group_id)
+    if consumer is not None and consumer.members:  # members of the KIP-848 protocol
+        return request.response(error_code=ErrorCode.inconsistent_group_protocol, generation_id=-1,
+                                member_id=b.member_id, leader="", protocol_name="")
     rebalance_ms = int(getattr(b, "rebalance_timeout", b.session_timeout).total_seconds() * 1000)
     session_ms = int(b.session_timeout.total_seconds() * 1000)
     try:
@@ -82,6 +86,14 @@ def handle_describe_groups(ctx, request):
                                                  False))
     for gid in request.body.groups:
         g = ctx.broker.coordinator.groups.get(gid)
+        if g is None and gid in ctx.broker.consumer_groups.groups:
+            # As Kafka: a KIP-848 group is described by ConsumerGroupDescribe.
+            out.append({"group_id": gid, "group_state": "Dead", "protocol_type": "",
+                        "protocol_data": "", "members": [], "authorized_operations": ops,
+                        "error_code": (ErrorCode.group_id_not_found if request.api_version >= 6
+                                       else ErrorCode.none),
+                        "error_message": f"Group {gid} is not a classic group."})
+            continue
         if g is None:
             # A group known only by its committed offsets (after a restart, or committed by
             # the admin client) is Empty, as Kafka loads it; kafka-consumer-groups
@@ -113,6 +125,10 @@ def handle_list_groups(ctx, request):
             "group_type": "classic"}
            for g in ctx.broker.coordinator.groups.values()
            if (not states or g.state in states) and (not types or "classic" in types)]
+    out += [{"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state,
+             "group_type": "consumer"}
+            for g in ctx.broker.consumer_groups.groups.values()
+            if (not states or g.state in states) and (not types or "consumer" in types)]
     # Groups known only from committed offsets are listed too, as Kafka does.
     known = {g["group_id"] for g in out}
     for gid in ctx.broker.offsets:
@@ -122,7 +138,30 @@ def handle_list_groups(ctx, request):
     return request.response(error_code=ErrorCode.none, groups=out)
 
 
-HANDLERS = {"FindCoordinator": handle_find_coordinator, "JoinGroup": handle_join_group,
+def handle_delete_groups(ctx, request):
+    """As Kafka: a group with members is NON_EMPTY_GROUP; one known neither by members nor
+    by committed offsets GROUP_ID_NOT_FOUND; otherwise it and its offsets are gone."""
+    broker, out = ctx.broker, []
+    for gid in request.body.groups_names:
+        code = ErrorCode.none
+        if not gid:
+            code = ErrorCode.invalid_group_id
+        elif (gid not in broker.coordinator.groups and gid not in broker.offsets
+              and gid not in broker.consumer_groups.groups):
+            code = ErrorCode.group_id_not_found
+        else:
+            try:
+                broker.coordinator.delete(gid)
+                broker.consumer_groups.delete(gid)
+                broker.offsets.pop(gid, None)
+            except GroupError as exc:
+                code = ErrorCode[exc.code_name]
+        out.append({"group_id": gid, "error_code": code})
+    broker.save_offsets()
+    return request.response(results=out)
+
+
+HANDLERS = {"DeleteGroups": handle_delete_groups, "FindCoordinator": handle_find_coordinator, "JoinGroup": handle_join_group,
             "SyncGroup": handle_sync_group, "Heartbeat": handle_heartbeat,
             "LeaveGroup": handle_leave_group, "DescribeGroups": handle_describe_groups,
             "ListGroups": handle_list_groups}

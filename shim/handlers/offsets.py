@@ -23,10 +23,15 @@ def _commit_error(ctx, body) -> ErrorCode:
     # records); only CompletingRebalance answers REBALANCE_IN_PROGRESS.
     generation = getattr(body, "generation_id_or_member_epoch", -1)
     member_id = getattr(body, "member_id", "") or ""
+    if body.group_id in ctx.broker.consumer_groups.groups:  # a KIP-848 group: member epochs
+        error = ctx.broker.consumer_groups.commit_error(body.group_id, member_id, generation)
+        return ErrorCode[error] if error else ErrorCode.none
     g = ctx.broker.coordinator.groups.get(body.group_id)
     empty = g is None or g.state == EMPTY
     if generation < 0 and empty:
         return ErrorCode.none  # the admin client, or a consumer outside group management
+    if generation >= 0 and g is None and body.group_id not in ctx.broker.offsets:
+        return ErrorCode.group_id_not_found  # as Kafka 4.3.1: no such group to be a member of
     if generation >= 0 or member_id:
         if g is None or member_id not in g.members:
             error = ctx.broker.coordinator.unknown_member_error(
@@ -75,7 +80,15 @@ def handle_offset_commit(ctx, request):
 
 def handle_offset_fetch(ctx, request):
     broker, out = ctx.broker, []
+    members = ({g.group_id: (g.member_id, g.member_epoch) for g in request.body.groups}
+               if request.api_version >= 9 else {})
     for gid, wanted in offsets.fetch_groups(request):
+        member_id, epoch = members.get(gid, ("", -1))
+        if epoch >= 0 and gid in broker.consumer_groups.groups:  # a KIP-848 member asks
+            error = broker.consumer_groups.commit_error(gid, member_id, epoch)
+            if error:
+                out.append({"group_id": gid, "error_code": ErrorCode[error], "topics": []})
+                continue
         committed = broker.offsets.get(gid, {})
         # require_stable (v7+): an offset an open transaction will commit is not answered yet
         # (UNSTABLE_OFFSET_COMMIT, which clients retry), as Kafka.
@@ -109,4 +122,38 @@ def handle_offset_fetch(ctx, request):
     return request.response(error_code=ErrorCode.none, topics=out[0]["topics"])
 
 
-HANDLERS = {"OffsetCommit": handle_offset_commit, "OffsetFetch": handle_offset_fetch}
+def handle_offset_delete(ctx, request):
+    """As Kafka: GROUP_ID_NOT_FOUND for a group it does not know; NON_EMPTY_GROUP for an
+    active group whose subscriptions it cannot read; GROUP_SUBSCRIBED_TO_TOPIC for a
+    partition of a topic the active group subscribes to; otherwise the offset is gone."""
+    broker, body = ctx.broker, request.body
+    consumer = broker.consumer_groups.groups.get(body.group_id)
+    if (body.group_id not in broker.coordinator.groups and consumer is None
+            and body.group_id not in broker.offsets):
+        return request.response(error_code=ErrorCode.group_id_not_found, topics=[])
+    subscribed = broker.coordinator.subscribed_topics(body.group_id)
+    if consumer is not None:
+        subscribed = {t for m in consumer.members.values()
+                      for t in broker.consumer_groups.topics_of(m)}
+    if subscribed is None:
+        return request.response(error_code=ErrorCode.non_empty_group, topics=[])
+    committed, topics = broker.offsets.get(body.group_id, {}), []
+    for t in body.topics:
+        topic = broker.catalog.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < broker.catalog.partitions_of(topic):
+                code = ErrorCode.unknown_topic_or_partition
+            elif t.name in subscribed:
+                code = ErrorCode.group_subscribed_to_topic
+            else:
+                committed.pop((t.name, p.partition_index), None)
+                code = ErrorCode.none
+            parts.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": parts})
+    broker.save_offsets()
+    return request.response(error_code=ErrorCode.none, topics=topics)
+
+
+HANDLERS = {"OffsetCommit": handle_offset_commit, "OffsetFetch": handle_offset_fetch,
+            "OffsetDelete": handle_offset_delete}

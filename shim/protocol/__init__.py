@@ -24,6 +24,7 @@ from .registry import REGISTRY, Api, Registry
 
 # Family modules register themselves on import; the order is irrelevant.
 from . import admin, api_versions, fetch, group_apis, metadata, offsets, produce  # noqa: E402,F401
+from . import cluster_admin  # noqa: E402,F401
 from . import transactions  # noqa: E402,F401
 
 __all__ = [

@@ -41,7 +41,6 @@ from .errors import ErrorCode, ProtocolError
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame
 from .registry import REGISTRY, Api, Registry
 from .prescan import prescan
-from .unimplemented import UNIMPLEMENTED
 
 __all__ = ["Request", "ServerConnection", "encode_response", "generic_error_response"]
 
@@ -199,7 +198,6 @@ class ServerConnection:
                 **where,
             )
         implemented = api is not None
-        api = api or UNIMPLEMENTED.get(key)  # not advertised, but its items can be echoed
         name = api.name if api is not None else f"API key {key}"
         response = None
         if api is not None:

@@ -3,7 +3,7 @@
 - v4 is the floor Kafka 4 keeps (first version with isolation_level and
   last_stable_offset); librdkafka asks 0-16, kafka-python 3.0 up to 12, Java 4.x 4-18,
   so each picks a version we speak.
-- v5: log_start_offset. v7: sessions (session_id 0 keeps clients on full fetches).
+- v5: log_start_offset. v7: incremental fetch sessions (KIP-227, `shim.fetch_sessions`).
 - v9: current_leader_epoch. v10: zstd allowed (librdkafka needs Fetch >= 10
   advertised before it will use zstd). v11: rack_id, preferred_read_replica
   (answer -1). v12: flexible, diverging_epoch/current_leader tagged fields.

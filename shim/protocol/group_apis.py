@@ -20,9 +20,12 @@ v4 flexible; v5 per-member reason.
 DescribeGroups: v1 throttle_time_ms; v3 authorized_operations; v4
 group_instance_id; v5 flexible; v6 per-group error_message.
 ListGroups: v3 flexible; v4 states_filter; v5 types_filter (group_type in answers).
+DeleteGroups (42) 0-2: v2 flexible. OffsetDelete (47) 0: one group, its committed
+offsets for the partitions named.
 
-KIP-848 ConsumerGroupHeartbeat (68) is deliberately not registered: clients default
-to the classic protocol and do not fall back if a user opts in.
+KIP-848 consumer groups (group.protocol=consumer): ConsumerGroupHeartbeat (68) 0-1,
+ConsumerGroupDescribe (69) 0-1. Heartbeat v1: the client makes its own member id (KIP-1082)
+and may subscribe by regular expression. Describe v1: member_type (classic or consumer).
 """
 
 from __future__ import annotations
@@ -101,6 +104,23 @@ def _describe_groups_error(body: Any, version: int, code: ErrorCode, message: st
     }
 
 
+def _consumer_group_heartbeat_error(body: Any, version: int, code: ErrorCode,
+                                    message: str | None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "member_id": body.member_id,
+            "member_epoch": -1, "heartbeat_interval": 0, "assignment": None}
+
+
+def _consumer_group_describe_error(body: Any, version: int, code: ErrorCode,
+                                   message: str | None) -> dict[str, Any]:
+    return {"groups": [{"group_id": g, "error_code": code, "error_message": message,
+                        "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
+                        "assignor_name": "", "members": []} for g in body.group_ids]}
+
+
+def _delete_groups_error(body: Any, version: int, code: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {"results": [{"group_id": g, "error_code": code} for g in body.groups_names]}
+
+
 FIND_COORDINATOR = REGISTRY.register(Api(10, "FindCoordinator", 0, 6, _find_coordinator_error))
 JOIN_GROUP = REGISTRY.register(Api(11, "JoinGroup", 0, 9, _join_group_error))
 HEARTBEAT = REGISTRY.register(Api(12, "Heartbeat", 0, 4, _top_level_error))
@@ -108,3 +128,7 @@ LEAVE_GROUP = REGISTRY.register(Api(13, "LeaveGroup", 0, 5, _leave_group_error))
 SYNC_GROUP = REGISTRY.register(Api(14, "SyncGroup", 0, 5, _top_level_error))
 DESCRIBE_GROUPS = REGISTRY.register(Api(15, "DescribeGroups", 0, 6, _describe_groups_error))
 LIST_GROUPS = REGISTRY.register(Api(16, "ListGroups", 0, 5, _top_level_error))
+DELETE_GROUPS = REGISTRY.register(Api(42, "DeleteGroups", 0, 2, _delete_groups_error))
+OFFSET_DELETE = REGISTRY.register(Api(47, "OffsetDelete", 0, 0, _top_level_error))
+CONSUMER_GROUP_HEARTBEAT = REGISTRY.register(Api(68, "ConsumerGroupHeartbeat", 0, 1, _consumer_group_heartbeat_error))
+CONSUMER_GROUP_DESCRIBE = REGISTRY.register(Api(69, "ConsumerGroupDescribe", 0, 1, _consumer_group_describe_error))

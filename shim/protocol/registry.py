@@ -44,6 +44,10 @@ class Api:
     error_response: ErrorBuilder
     # False for requests that get no answer at all (Produce with acks=0).
     expects_response: Callable[[Any], bool] = _always
+    # The floor ApiVersions advertises when it is below the first version served: Kafka
+    # 4.3.1 advertises Produce from v0 (for old clients' feature checks) but closes the
+    # connection on v0-2, as camus does for every version the codec lacks.
+    advertised_min: int | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -91,7 +95,8 @@ class Registry:
 
     def version_ranges(self) -> list[tuple[int, int, int]]:
         """(api_key, min_version, max_version) for every registered API, by key."""
-        return [(a.key, a.min_version, a.max_version) for a in self]
+        return [(a.key, a.min_version if a.advertised_min is None else a.advertised_min,
+                 a.max_version) for a in self]
 
 
 # The registry the family modules fill when `shim.protocol` is imported.

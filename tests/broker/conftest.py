@@ -3,6 +3,10 @@
 `camus_server(data_dir=None)` starts the real command line (`python -m camus.cli serve
 --listen 127.0.0.1:0`), reads the port it prints, and stops it with SIGTERM (SIGKILL after
 10 s). Every test gets a fresh broker unless it shares the module-scoped `broker`.
+
+`CAMUS_TEST_TARGET=SPEC` runs every broker these fixtures start on that target (`camus serve
+--target SPEC`) unless a test names its own: e.g. `switch` puts `camus switch serve` in the
+loop, reached over P4Runtime and UDP (docs/remote-target.md).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+TEST_TARGET = os.environ.get("CAMUS_TEST_TARGET") or None
 
 
 class Server:
@@ -29,6 +34,8 @@ class Server:
         if data_dir is not None:
             cmd += ["--data-dir", str(data_dir)]
         cmd += extra or []
+        if TEST_TARGET and not {"--target", "--switch"} & set(cmd):
+            cmd += ["--target", TEST_TARGET]
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"camus-serve-{uuid.uuid4().hex}.log"
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, text=True)
@@ -104,6 +111,8 @@ class InProcess:
         from shim.broker import Config
         from shim.server import serve
 
+        if TEST_TARGET:
+            config.setdefault("target", TEST_TARGET)
         self.loop = asyncio.new_event_loop()
         self.broker = None
         self.stop_event = None

@@ -43,11 +43,11 @@ def test_fetch_partition_error_carries_empty_records_not_null(inprocess, monkeyp
 
     real_read, failures = fetch_handlers._read, []
 
-    def failing_read(ctx, request, budget):
+    def failing_read(ctx, request, budget, *items):
         if len(failures) < 3:
             failures.append(1)
             raise RuntimeError("injected read failure")
-        return real_read(ctx, request, budget)
+        return real_read(ctx, request, budget, *items)
 
     monkeypatch.setattr(fetch_handlers, "_read", failing_read)
     log = logging.getLogger(unique("rdkafka"))
@@ -288,22 +288,22 @@ def test_group_known_only_by_committed_offsets_is_empty_not_dead(broker):
     assert a.describe_consumer_groups([missing])[missing].result(10).state == ConsumerGroupState.DEAD
 
 
-def test_kafka_python_unimplemented_admin_calls_get_per_item_errors(broker):
+def test_kafka_python_admin_calls_without_api_versions_get_answers(broker):
     """kafka-python configured with a broker version (as its own suite runs it:
     api_version=(4, 0)) sends DeleteGroups and DeleteRecords without checking ApiVersions.
-    Each group / partition gets UNSUPPORTED_VERSION (the empty generic answer made
-    kafka-python fail with KeyError), and the connection stays usable."""
+    Before issue 17 each item got UNSUPPORTED_VERSION; now they are served: an unknown
+    group is GROUP_ID_NOT_FOUND, as on Kafka, and the records are deleted."""
     from kafka import KafkaAdminClient
-    from kafka.errors import BrokerResponseError, UnsupportedVersionError
+    from kafka import TopicPartition as KTP
 
     topic, group = unique("unimpl"), unique("g")
     a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=(4, 0),
                          request_timeout_ms=10000)
     try:
         a.create_topics({topic: {"num_partitions": 2, "replication_factor": 1}})
-        assert a.delete_groups([group]) == {group: "UnsupportedVersionError"}
-        with pytest.raises((UnsupportedVersionError, BrokerResponseError)):
-            a.delete_records({TopicPartition(topic, 0): 1})
+        assert a.delete_groups([group]) == {group: "GroupIdNotFoundError"}
+        got = a.delete_records({KTP(topic, 0): 0})
+        assert got[KTP(topic, 0)]["error_code"] == 0
         assert topic in a.list_topics()
     finally:
         a.close()
@@ -341,10 +341,9 @@ def _java(libs, *args, timeout: float = 120) -> tuple[int, str]:
 
 @pytest.mark.java
 def test_java_consumer_groups_and_admin_tools(broker, tmp_path):
-    """Kafka's kafka-consumer-groups (describe, state, reset-offsets, delete), kafka-configs
-    --alter and kafka-delete-records against camus: the supported ones work, the
-    deliberately unimplemented ones (DeleteGroups, IncrementalAlterConfigs, DeleteRecords)
-    end with a clean UnsupportedVersion error, not a hang."""
+    """Kafka's kafka-consumer-groups (describe, state, reset-offsets, delete-offsets,
+    delete), kafka-configs --alter and kafka-delete-records against camus. Before issue 17
+    the last four ended in UnsupportedVersion errors."""
     import json
 
     from .test_kcat_and_java import kafka_libs
@@ -379,18 +378,26 @@ def test_java_consumer_groups_and_admin_tools(broker, tmp_path):
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 3
     c.close()
-    rc, out = _java(libs, *cg, "--delete")
-    assert "does not support DELETE_GROUPS" in out, out
     rc, out = _java(libs, "kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap,
                     "--alter", "--entity-type", "topics", "--entity-name", topic,
-                    "--add-config", "retention.ms=1000")
-    assert rc != 0 and "INCREMENTAL_ALTER_CONFIGS API is not supported" in out, out
+                    "--add-config", "retention.ms=1000000")
+    assert rc == 0 and f"Completed updating config for topic {topic}" in out, out
+    rc, out = _java(libs, "kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap,
+                    "--describe", "--entity-type", "topics", "--entity-name", topic)
+    assert "retention.ms=1000000" in out, out
     spec = tmp_path / "delete.json"
     spec.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "offset": 1}]}))
+        {"topic": topic, "partition": 0, "offset": 4}]}))
     rc, out = _java(libs, "org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server",
                     broker.bootstrap, "--offset-json-file", str(spec))
-    assert "does not support DELETE_RECORDS" in out, out
+    assert rc == 0 and f"partition: {topic}-0\tlow_watermark: 4" in out, out
+    rc, out = _java(libs, *cg, "--delete-offsets", "--topic", topic)
+    assert rc == 0 and any(line.split()[:3] == [topic, "0", "Successful"]
+                           for line in out.splitlines()), out
+    rc, out = _java(libs, *cg, "--delete")
+    assert rc == 0 and f"Deletion of requested consumer groups ('{group}') was successful" in out, out
+    rc, out = _java(libs, *cg, "--describe")
+    assert f"GroupIdNotFoundException: Group {group} not found." in out, out  # as Kafka 4.3
 
 
 def test_list_offsets_of_records_with_old_timestamps(broker):

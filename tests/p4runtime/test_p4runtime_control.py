@@ -35,13 +35,7 @@ def switch():
 
 
 def connect(target: str, election_id: int = 10) -> P4RuntimeClient:
-    client = P4RuntimeClient(target, election_id=election_id, timeout=5)
-    try:
-        client.arbitrate()
-    except BaseException:
-        client.close()
-        raise
-    return client
+    return P4RuntimeClient.primary(target, election_id=election_id, timeout=5)
 
 
 def push_dir(client, tmp_path, c, name="cfg"):

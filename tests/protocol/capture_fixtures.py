@@ -9,6 +9,9 @@ contacted), which answers with `shim.protocol` just enough for confluent-kafka
 (librdkafka), kafka-python and, when `--java-libs` points at Kafka's jars
 (`../shared/peers/kafka/kafka.sh jars`), the Java ProducerPerformance tool, to
 produce with every compression.type, run a consumer group, and use the admin API.
+`--kafka-api-versions HOST:PORT` instead asks a real Kafka broker (Kafka 4.3.1 from
+`../shared/peers/kafka/kafka.sh start`) for its ApiVersions and writes
+`kafka-<release>-api-versions.json`, the ranges camus must advertise.
 Every request frame (size prefix included) is written as
 `<client>-<api>-v<version>[-<tag>].bin`; the first frame of each name wins. Being
 answered by our own codec, a successful run is also a smoke test of it against
@@ -191,13 +194,42 @@ def run_java(bootstrap: str, capture: Capture, libs: pathlib.Path) -> None:
          "--describe", "--group", "fixture-group")
 
 
+def capture_kafka_api_versions(address: str, out: pathlib.Path, release: str = "4.3.1") -> None:
+    """What a real Kafka broker advertises, written beside the frames."""
+    import json
+    import socket
+    import struct
+
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from protocol_helpers import decode_response, encode_request
+
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(encode_request(18, 3, ApiVersionsRequest(client_software_name="camus",
+                                                           client_software_version="1"), 1))
+        size = struct.unpack(">i", s.recv(4))[0]
+        data = b""
+        while len(data) < size:
+            data += s.recv(size - len(data))
+    _, body, _ = decode_response(18, 3, struct.pack(">i", size) + data)
+    doc = {"source": f"ApiVersions v3 answered by Apache Kafka {release} at {address}, captured by "
+                     "tests/protocol/capture_fixtures.py --kafka-api-versions HOST:PORT",
+           "api_keys": [[k.api_key, k.min_version, k.max_version] for k in body.api_keys]}
+    (out / f"kafka-{release}-api-versions.json").write_text(json.dumps(doc) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).parent / "fixtures")
     ap.add_argument("--java-libs", type=pathlib.Path, default=None)
     ap.add_argument("--only", choices=["librdkafka", "kafka-python", "java"], action="append")
+    ap.add_argument("--kafka-api-versions", metavar="HOST:PORT",
+                    help="only record what the real Kafka broker at HOST:PORT advertises")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.kafka_api_versions:
+        capture_kafka_api_versions(args.kafka_api_versions, args.out)
+        return
     capture = Capture(args.out)
     server, _ = serve(record_frames(capture))
     bootstrap = f"127.0.0.1:{server.server_address[1]}"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import struct
+from pathlib import Path
 
 import pytest
 from kio.index import UnknownEntity
@@ -19,10 +21,20 @@ REQUIRED = {
     "JoinGroup": 11, "SyncGroup": 14, "Heartbeat": 12, "LeaveGroup": 13, "OffsetCommit": 8,
     "OffsetFetch": 9, "InitProducerId": 22, "CreateTopics": 19, "DeleteTopics": 20,
     "CreatePartitions": 37, "DescribeConfigs": 32, "DescribeGroups": 15, "ListGroups": 16,
-    "DescribeCluster": 60,
+    "DescribeCluster": 60, "DeleteRecords": 21, "AlterConfigs": 33, "AlterReplicaLogDirs": 34,
+    "DescribeLogDirs": 35, "DeleteGroups": 42, "ElectLeaders": 43, "IncrementalAlterConfigs": 44,
+    "AlterPartitionReassignments": 45, "ListPartitionReassignments": 46, "OffsetDelete": 47,
+    "DescribeQuorum": 55, "ListConfigResources": 74, "DescribeTopicPartitions": 75,
+    "ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69,
     "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28,
     "DescribeProducers": 61, "DescribeTransactions": 65, "ListTransactions": 66,
 }
+# What Apache Kafka 4.3.1 advertises (captured from the real broker: capture_fixtures.py
+# --kafka-api-versions); camus advertises exactly these ranges for every API it serves.
+KAFKA_RELEASE = "4.3.1"
+KAFKA_RANGES = {k: (lo, hi) for k, lo, hi in json.loads(
+    (Path(__file__).parent / "fixtures" / f"kafka-{KAFKA_RELEASE}-api-versions.json").read_text()
+)["api_keys"]}
 
 
 def _raw_request(key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
@@ -132,46 +144,37 @@ def test_unregistered_api_known_to_the_codec_gets_an_error_answer():
     assert correlation_id == 4 and body.error_code == ErrorCode.unsupported_version
 
 
-def test_unimplemented_admin_apis_echo_every_item_with_the_error():
-    # DeleteGroups / DeleteRecords / IncrementalAlterConfigs / DescribeTopicPartitions are
-    # not advertised; a client that sends them anyway (kafka-python with api_version set)
-    # gets every item back with UNSUPPORTED_VERSION, not an empty result list.
+def test_every_advertised_range_is_kafka_4_3_1s():
+    """Issue 17: clients gate features on the release they infer, so each advertised range
+    is exactly the one Kafka 4.3.1 advertises for that API (Produce included: 0-13, though
+    v0-2 close the connection, as they do on Kafka 4.3.1)."""
+    ours = {k: (lo, hi) for k, lo, hi in REGISTRY.version_ranges()}
+    assert {k: KAFKA_RANGES.get(k) for k in ours} == ours
+
+
+def test_kafka_python_infers_the_documented_release():
+    """kafka-python 3 infers the broker's release from ApiVersions (before: 4.2)."""
+    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+    ours = {k: (lo, hi) for k, lo, hi in REGISTRY.version_ranges()}
+    assert infer_broker_version_from_api_versions(ours) == (4, 3)
+    assert infer_broker_version_from_api_versions(KAFKA_RANGES) == (4, 3)
+
+
+def test_error_answers_of_admin_apis_echo_every_item():
+    # kafka-python sends some admin APIs without reading ApiVersions; an answer refusing
+    # the whole request (here: a version we do not advertise) still names every item.
     from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
-    from kio.schema.delete_records.v2.request import (DeleteRecordsPartition, DeleteRecordsRequest,
-                                                      DeleteRecordsTopic)
-    from kio.schema.describe_topic_partitions.v0.request import (DescribeTopicPartitionsRequest,
-                                                                 TopicRequest)
-    from kio.schema.incremental_alter_configs.v1.request import (AlterConfigsResource,
-                                                                 IncrementalAlterConfigsRequest)
-    import datetime
 
-    from kio.static.primitive import i32, i32Timedelta
-
-    unsupported = ErrorCode.unsupported_version
-    requests = [
-        (42, 2, DeleteGroupsRequest(groups_names=("g1", "g2")),
-         lambda b: [(r.group_id, r.error_code) for r in b.results],
-         [("g1", unsupported), ("g2", unsupported)]),
-        (21, 2, DeleteRecordsRequest(topics=(DeleteRecordsTopic(name="t", partitions=(
-            DeleteRecordsPartition(partition_index=i32(3), offset=5),)),),
-            timeout=i32Timedelta.parse(datetime.timedelta(seconds=1))),
-         lambda b: [(t.name, p.partition_index, p.error_code) for t in b.topics for p in t.partitions],
-         [("t", 3, unsupported)]),
-        (44, 1, IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
-            resource_type=2, resource_name="t", configs=()),), validate_only=False),
-         lambda b: [(r.resource_name, r.error_code) for r in b.responses], [("t", unsupported)]),
-        (75, 0, DescribeTopicPartitionsRequest(topics=(TopicRequest(name="t"),),
-                                               response_partition_limit=i32(10), cursor=None),
-         lambda b: [(t.name, t.error_code) for t in b.topics], [("t", unsupported)]),
-    ]
-    for key, version, body, items, want in requests:
-        conn = ServerConnection()
-        conn.receive_data(encode_request(key, version, body, correlation_id=11))
-        with pytest.raises(ProtocolError) as info:
-            conn.next_request()
-        assert "not implemented" in str(info.value)
-        correlation_id, decoded, _ = decode_response(key, version, info.value.response)
-        assert correlation_id == 11 and items(decoded) == want, key
+    registry = Registry()
+    registry.register(Api(42, "DeleteGroups", 0, 1, REGISTRY.get(42).error_response))
+    conn = ServerConnection(registry)
+    conn.receive_data(encode_request(42, 2, DeleteGroupsRequest(groups_names=("g1", "g2")), 11))
+    with pytest.raises(ProtocolError) as info:
+        conn.next_request()
+    correlation_id, decoded, _ = decode_response(42, 2, info.value.response)
+    assert [(r.group_id, r.error_code) for r in decoded.results] == [
+        ("g1", ErrorCode.unsupported_version), ("g2", ErrorCode.unsupported_version)]
 
 
 @pytest.mark.parametrize("key", [-1, 1000, 32767])

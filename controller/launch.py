@@ -1,0 +1,255 @@
+"""Devices the broker starts for itself: `camus switch serve` or bmv2's `simple_switch_grpc`.
+
+`SwitchProcess` runs `camus switch serve` with no pipeline (the broker's target sets it over
+P4Runtime), P4Runtime and its ingress on ephemeral 127.0.0.1 ports, and every egress port
+N sent to 127.0.0.1:BASE+N (`--egress-range`). It reads the addresses from the lines the
+switch prints before `ready`; `start()` again after a crash reuses them, so the target
+reconnects to the same place.
+
+`Bmv2Process` runs `simple_switch_grpc` inside a private network namespace (its Thrift
+port binds every address, which must not reach the host's), with one veth pair per port
+whose outer end stays in the host namespace for the broker to read and write (AF_PACKET),
+and P4Runtime on a Unix socket (a path is reachable from any namespace). The Kafka program
+is compiled by `p4c-bm2-ss` first. Both tools must be on PATH; neither is installable on the
+development machines, so this path is exercised only where they exist (tests skip
+elsewhere), while the same namespace and veth plumbing is exercised with `camus switch
+serve` in place of bmv2 (`VethSwitchProcess`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from controller.target import TargetUnavailable
+
+REPO = Path(__file__).resolve().parents[1]
+READY_SECONDS = 30.0
+
+
+def egress_base() -> int:
+    """A base for BASE+N listening ports, below Linux's ephemeral range (32768..60999) so
+    that sockets bound to port 0 elsewhere never take it; chosen at random per broker."""
+    return random.randrange(20000, 31000, 100)
+
+
+def _end(proc: subprocess.Popen | None) -> None:
+    """SIGTERM, then SIGKILL if it has not exited in 5 s."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _python_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+class SwitchProcess:
+    """`camus switch serve` as a child process reached over loopback."""
+
+    def __init__(self, impl: str = "native", base: int | None = None) -> None:
+        self.impl = impl
+        self.egress_host, self.egress_base = "127.0.0.1", base if base is not None else egress_base()
+        self.p4runtime: str = "127.0.0.1:0"
+        self.ingress: tuple[str, int] = ("127.0.0.1", 0)
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "camus.cli", "switch", "serve", "--impl", self.impl,
+                "--p4runtime", self.p4runtime, "--ingress", f"udp:{self.ingress[0]}:{self.ingress[1]}",
+                "--egress-range", f"udp:{self.egress_host}:{self.egress_base}"]
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     text=True, env=_python_env(), cwd=REPO)
+        lines = []
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+            if line.strip() == "ready":
+                text = "\n".join(lines)
+                self.p4runtime = re.search(r"^p4runtime (\S+)", text, re.M).group(1)
+                host, port = re.search(r"^port 0: udp (\S+):(\d+)$", text, re.M).groups()
+                self.ingress = (host, int(port))
+                return
+        self.stop()
+        raise TargetUnavailable(f"camus switch serve did not start: {' | '.join(lines) or 'no output'}")
+
+    def exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
+
+    def stop(self) -> None:
+        _end(self.proc)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def _run(*cmd: str) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise TargetUnavailable(f"{' '.join(cmd)}: {done.stderr.strip() or done.returncode}")
+
+
+class Namespace:
+    """A private network namespace with `ports` veth pairs: `<prefix>N` stays in the host
+    namespace (the broker's side of port N), `<prefix>N-in` goes inside (the device's)."""
+
+    def __init__(self, ports: int) -> None:
+        tag = f"{os.getpid() % 100000}{random.randrange(1000):03d}"
+        self.name, self.prefix, self.ports = f"camus{tag}", f"cm{tag}p", ports
+        _run("ip", "netns", "add", self.name)
+        try:
+            _run("ip", "-n", self.name, "link", "set", "lo", "up")
+            for n in range(ports):
+                outer, inner = self.outer(n), self.inner(n)
+                _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
+                _run("ip", "link", "set", inner, "netns", self.name)
+                # No IPv6 on either end, set before the link is up: no router solicitations
+                # or MLD reports among the frames.
+                _quiet_ipv6(outer)
+                _run(*self.exec(), "sysctl", "-qw", f"net.ipv6.conf.{inner}.disable_ipv6=1")
+                for where in ((), ("-n", self.name)):
+                    _run("ip", *where, "link", "set", inner if where else outer, "mtu", "9000", "up")
+        except BaseException:
+            self.close()
+            raise
+
+    def outer(self, n: int) -> str:
+        return f"{self.prefix}{n}"
+
+    def inner(self, n: int) -> str:
+        return f"{self.prefix}{n}i"
+
+    def exec(self) -> list[str]:
+        return ["ip", "netns", "exec", self.name]
+
+    def close(self) -> None:
+        for n in range(self.ports):
+            subprocess.run(["ip", "link", "del", self.outer(n)], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def _quiet_ipv6(ifname: str) -> None:
+    try:
+        Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
+    except OSError:
+        pass
+
+
+class _NamespacedDevice:
+    """A device process inside a `Namespace`, its ports the veths, P4Runtime on a Unix socket."""
+
+    ports = 16
+
+    def __init__(self) -> None:
+        self.ns = Namespace(self.ports)
+        self.tmp = Path(tempfile.mkdtemp(prefix="camus-device-"))
+        self.p4runtime = f"unix:{self.tmp / 'p4runtime.sock'}"
+        self.proc: subprocess.Popen | None = None
+        self.log = open(self.tmp / "device.log", "w+")
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        sock = self.tmp / "p4runtime.sock"
+        if sock.exists():
+            sock.unlink()
+        self.proc = subprocess.Popen([*self.ns.exec(), *self.command()], stdout=self.log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=_python_env(), cwd=REPO)
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if sock.exists():
+                return
+            time.sleep(0.05)
+        self.log.seek(0)
+        raise TargetUnavailable(f"{self.command()[0]} did not start: {self.log.read()[-2000:]}")
+
+    def exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
+
+    def stop(self) -> None:
+        _end(self.proc)
+        self.ns.close()
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class VethSwitchProcess(_NamespacedDevice):
+    """`camus switch serve` in a namespace behind veths: the plumbing bmv2 runs on, with a
+    switch that runs here."""
+
+    def __init__(self, impl: str = "native") -> None:
+        self.impl = impl
+        super().__init__()
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "camus.cli", "switch", "serve", "--impl", self.impl,
+               "--p4runtime", self.p4runtime]
+        for n in range(self.ports):
+            cmd += ["--port", f"{n}=iface:{self.ns.inner(n)}"]
+        return cmd
+
+
+P4C, BMV2 = "p4c-bm2-ss", "simple_switch_grpc"
+
+
+def bmv2_missing() -> str | None:
+    """Why bmv2 cannot run here, or None."""
+    missing = [t for t in (P4C, BMV2) if shutil.which(t) is None]
+    return f"{' and '.join(missing)} not on PATH" if missing else None
+
+
+class Bmv2Process(_NamespacedDevice):
+    """`simple_switch_grpc` on the Kafka program as p4c compiles it."""
+
+    def __init__(self) -> None:
+        why = bmv2_missing()
+        if why:
+            raise TargetUnavailable(f"{why} (neither is in a package registry; install p4c and bmv2)")
+        super().__init__()
+
+    def config(self, pipeline):
+        """The device config for `pipeline` (a `pipeline.model.Pipeline`): its P4 program
+        compiled by p4c."""
+        from compiler.p4 import write_p4
+        from controller.push import TargetConfig
+
+        out = self.tmp / "p4c"
+        write_p4(pipeline, None, out)
+        p4info, program = out / "p4c.p4info.txtpb", out / "program.json"
+        done = subprocess.run([P4C, "--arch", "v1model", "--p4runtime-files", str(p4info),
+                               "-o", str(program), str(out / "program.p4")],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise TargetUnavailable(f"p4c-bm2-ss: {done.stderr.strip()}")
+        return TargetConfig.from_files(p4info, program)
+
+    def command(self) -> list[str]:
+        cmd = [shutil.which(BMV2), "--no-p4", "--log-level", "warn"]
+        for n in range(self.ports):
+            cmd += ["-i", f"{n}@{self.ns.inner(n)}"]
+        return [*cmd, "--", "--grpc-server-addr", self.p4runtime, "--cpu-port", "510"]
