@@ -11,7 +11,9 @@ old instance left open. A transaction's life, as Kafka's coordinator keeps it:
           -> CompleteCommit | CompleteAbort (markers written, offsets applied)
 
 The Prepare state is written to `transactions.json` before any marker is, and the Complete
-state after all are; a broker killed in between finishes the job when it starts again
+state after all are (written and renamed into place, not fsynced: as Kafka's transaction
+log and camus's partition logs, it survives the process being killed, and reaches the disk
+when the system writes it back); a broker killed in between finishes the job when it starts again
 (`recover`), so a transaction is either committed in every partition and group or in
 none. Writing a marker twice (a crash after some markers) is harmless: a marker of a
 producer with no open transaction in that partition changes nothing (shim/txn_log.py).
@@ -100,11 +102,11 @@ class TransactionCoordinator:
     def _save(self) -> None:
         if not self.path:
             return
+        # Written (and renamed into place) before the markers, so a killed process finds the
+        # Prepare state; not fsynced, as Kafka does not fsync its transaction log either
+        # (durability as the partition logs': shim/log.py).
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump([t.to_json() for t in self.txns.values()], f)
-            f.flush()
-            os.fsync(f.fileno())  # the Prepare state must be on disk before any marker
+        tmp.write_text(json.dumps([t.to_json() for t in self.txns.values()]))
         os.replace(tmp, self.path)
 
     # --- requests ---------------------------------------------------------------------
