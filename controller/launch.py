@@ -40,6 +40,20 @@ def egress_base() -> int:
     return random.randrange(20000, 31000, 100)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the broker dies, however it dies (a broker
+    killed with SIGKILL cannot stop its device, and an orphaned device would keep its ports).
+    Linux sends it when the thread that started the device ends: the broker's loop thread or
+    the target's watchdog, both as long-lived as the target."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the device outlives a killed broker
+
+
 def _end(proc: subprocess.Popen | None) -> None:
     """SIGTERM, then SIGKILL if it has not exited in 5 s."""
     if proc is not None and proc.poll() is None:
@@ -75,7 +89,8 @@ class SwitchProcess:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     text=True, env=_python_env(), cwd=REPO)
+                                     text=True, env=_python_env(), cwd=REPO,
+                                     preexec_fn=_die_with_parent)
         lines = []
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
@@ -179,7 +194,7 @@ class _NamespacedDevice:
             sock.unlink()
         self.proc = subprocess.Popen([*self.ns.exec(), *self.command()], stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=_python_env(), cwd=REPO)
+                                     env=_python_env(), cwd=REPO, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline and self.proc.poll() is None:
             if sock.exists():
