@@ -66,6 +66,8 @@ log = logging.getLogger("camus.remote")
 Update = p4runtime_pb2.Update
 DOWN = (grpc.RpcError, ArbitrationError, grpc.FutureTimeoutError, OSError)
 MAX_DATAGRAM = 65535
+CALL_SECONDS = 30.0  # how long one P4Runtime call may take before the device counts as gone
+AUDIT_SHARE = 10  # an audit starts at least this many times its own duration after the last
 
 
 @dataclass
@@ -219,7 +221,9 @@ class RemoteTarget(Target):
         # A short wait to connect: the watchdog tries again every check_interval, so a device
         # that comes back is found within about that; calls then get the usual patience.
         client = P4RuntimeClient.primary(self.address, self.device_id, self.election_id, timeout=0.5)
-        client.timeout = 5.0
+        # A device that answers slowly (reading back 30,000 entries from camus's switch takes
+        # seconds) is busy, not gone: a gone one ends the stream and refuses connections.
+        client.timeout = CALL_SECONDS
         return client
 
     def _device_doc(self, entries: dict) -> dict:
@@ -353,6 +357,7 @@ class RemoteTarget(Target):
                         continue
                     began = time.monotonic()
                     written = self._push_all()
+                    took = time.monotonic() - began
                 if broken:
                     self.stats.last_restore_seconds = time.monotonic() - began
                     log.warning("%s: reinstalled the pipeline and %d entries in %.3f s", self.address,
@@ -361,7 +366,9 @@ class RemoteTarget(Target):
                     self.stats.rewrites += written
                     log.warning("%s: read-back found %d update(s) missing or wrong; rewritten",
                                 self.address, written)
-                next_audit = time.monotonic() + self.audit_interval
+                # Reading everything back costs the device time in proportion to the entries:
+                # spread audits so that they take at most 1/AUDIT_SHARE of it.
+                next_audit = time.monotonic() + max(self.audit_interval, AUDIT_SHARE * took)
                 down_since = None
             except DOWN as exc:
                 with self._control:
