@@ -11,13 +11,13 @@ latency of one batch sent alone (send -> report), median and p99 over `--probes`
 The embedded switch is the baseline, measured in the same run; the ratio is remote over
 embedded. Also printed: how many copies came back from the device and how many had to be
 repaired from the source (none is the expected answer on loopback). Then the control side:
-one view whose filter is `--alternatives` random 4-field boxes (many range entries),
+one view whose filter is `--alternatives` random 5-field boxes (bench/compile_stall.py's),
 subscribed and synced on each target (`DataPath.sync()`: compile, diff and the writes; the
 compile is the same for both, so the difference is the writing).
 
     python bench/remote_target.py                      # 20,000 records, batches of 100
     python bench/remote_target.py --records 5000 --target switch:python
-    python bench/remote_target.py --alternatives 50     # 28,275 writes
+    python bench/remote_target.py --alternatives 40
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from compile_stall import FIELDS, range_filter  # noqa: E402  (the same many-range view)
 from controller.target import open_target  # noqa: E402
 from shim.datapath import DataPath  # noqa: E402
 from shim.protocol.records import Record  # noqa: E402
@@ -99,24 +100,11 @@ async def measure(spec: str, work: list[list[Record]], window: int, probes: int)
         dp.close()
 
 
-FIELDS = ("a", "b", "c", "d")
-
-
-def boxes(n: int, seed: int = 1) -> str:
-    rng = random.Random(seed)
-    parts = []
-    for _ in range(n):
-        lows = [rng.randrange(10**6) for _ in FIELDS]
-        parts.append("(" + " and ".join(f"{x} > {v} and {x} < {v + 400000}"
-                                        for x, v in zip(FIELDS, lows)) + ")")
-    return " or ".join(parts)
-
-
 def measure_writes(spec: str, alternatives: int) -> tuple[int, float]:
     dp = DataPath(open_target(spec))
     try:
         schema = parse_schema(",".join(f"{x}:u32=$.{x}" for x in FIELDS))
-        dp.subscribe(dp.allocate_port(), TOPIC, None, view_filter(dp.spec, schema, boxes(alternatives)))
+        dp.subscribe(dp.allocate_port(), TOPIC, None, view_filter(dp.spec, schema, range_filter(alternatives)))
         start = time.perf_counter()
         writes = dp.sync()
         return writes, time.perf_counter() - start
