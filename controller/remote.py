@@ -1,4 +1,4 @@
-"""A target the broker reaches over the network: P4Runtime for control, UDP for packets.
+"""A target the broker reaches over the network: P4Runtime for control, UDP or veths for packets.
 
 `RemoteTarget` drives any P4Runtime device whose ports the broker can reach: camus's own
 `camus switch serve`, or bmv2's `simple_switch_grpc` (`controller.launch` starts either).
@@ -17,8 +17,8 @@ per subscription, which (topic, partition, offset, fragment) must come back. A c
 comes back is matched to the oldest send owed it; a send is reported once every copy it is
 owed came back, or, once it is `loss_timeout` old and no owed copy at all has come back for
 `loss_timeout` (a device still working through a burst is not losing it), with the missing
-copies repaired from the shadow, which holds the records the broker sent, that is, the source log (counted
-in `stats.repaired` and logged). Reports go out in send order whatever order copies
+copies repaired from the shadow, which holds the records the broker sent, that is, the
+source log (counted in `stats.repaired` and logged). Reports go out in send order whatever order copies
 arrive in, so a consumer never misses a record because a packet was lost, and sees records
 in offset order. A copy nobody is owed (a device running stale entries) is counted in
 `stats.unexpected` and dropped.
@@ -175,9 +175,9 @@ def software_switch_config(pipeline) -> TargetConfig:
 
 class RemoteTarget(Target):
     """A P4Runtime device at `address`, its packets through `io` (`UdpIO`, `InterfaceIO`).
-    `config(pipeline)` gives the device's config
-    (default: camus's switch); `entries_for(pipeline, entries, p4info)` what the device must
-    hold for `entries` (a P4 program needs derived entries: `compiler.p4.derived.for_target`)."""
+    `config(pipeline)` gives the device's config (default: camus's switch);
+    `entries_for(pipeline, entries, p4info)` what the device must hold for `entries` (a P4
+    program needs derived entries: `compiler.p4.derived.for_target`)."""
 
     def __init__(self, address: str, io, *, device_id: int = 1, election_id: int = 10,
                  config: Callable[[dict], TargetConfig] = software_switch_config,
