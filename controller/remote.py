@@ -53,9 +53,10 @@ import grpc
 from controller.diff import Changes, diff, patch
 from controller.embedded import REBUILD_AT, EmbeddedTarget
 from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
-from controller.push import TargetConfig, push
+from controller.push import TargetConfig, push, read_state
 from controller.target import Emitted, Target, TargetError, TargetUnavailable
-from p4rt.entries import multicast_entry, table_entry
+from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
+from p4rt.entry_key import entry_key
 from p4rt.index import P4InfoIndex
 from p4rt.p4info import build_p4info
 from p4rt.protos import p4runtime_pb2
@@ -326,13 +327,25 @@ class RemoteTarget(Target):
 
     def entries(self) -> list[dict]:
         """What the device holds, read back over P4Runtime."""
-        from controller.push import read_state
-
         with self._control:
             if self.client is None:
                 raise TargetError(f"{self.address}: not connected")
             held, _ = read_state(self.client, self.index)
         return list(held.values())
+
+    def _differs(self, client: P4RuntimeClient, desired: dict) -> bool:
+        """Whether the device holds other entries or groups than `desired` (compared in the
+        canonical form the P4Runtime encoding gives both sides, as `push` compares them)."""
+        index, doc = self.index, self._device_doc(desired)
+        want = {}
+        for e in doc.get("table_entries", ()):
+            d = entry_dict(index, table_entry(index, e))
+            want[entry_key(d)] = d
+        have, groups = read_state(client, index)
+        if have != want:
+            return True
+        return groups is not None and groups != {
+            g["id"]: group_dict(multicast_entry(g)) for g in doc.get("multicast_groups", ())}
 
     def _runs_our_pipeline(self, client: P4RuntimeClient) -> bool:
         try:
@@ -349,15 +362,21 @@ class RemoteTarget(Target):
         while not self._closed.wait(self.check_interval):
             try:
                 with self._control:
-                    client = self.client
+                    client, desired = self.client, self.desired
                     broken = (client is None or self._stale or client.stream_ended.is_set()
                               or not self._runs_our_pipeline(client))
-                    audit = time.monotonic() >= next_audit
-                    if not broken and not audit:
-                        continue
-                    began = time.monotonic()
-                    written = self._push_all()
-                    took = time.monotonic() - began
+                audit = time.monotonic() >= next_audit
+                if not broken and not audit:
+                    continue
+                began = time.monotonic()
+                # An audit reads back without the lock (the event loop's writes do not wait
+                # for it) and takes the lock only to repair what differs.
+                if broken or self._differs(client, desired):
+                    with self._control:
+                        written = self._push_all()
+                else:
+                    written = 0
+                took = time.monotonic() - began
                 if broken:
                     self.stats.last_restore_seconds = time.monotonic() - began
                     log.warning("%s: reinstalled the pipeline and %d entries in %.3f s", self.address,
