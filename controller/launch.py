@@ -271,7 +271,9 @@ class Bmv2Process(_NamespacedDevice):
         return for_target(pipeline, entries, p4info)
 
     def command(self) -> list[str]:
-        cmd = [shutil.which(BMV2), "--no-p4", "--log-level", "warn"]
+        # Device id 1, the controller's default (bmv2's own default is 0); no program until
+        # the target sets one. P4Runtime on a Unix socket: gRPC takes "unix:PATH" addresses.
+        cmd = [shutil.which(BMV2), "--device-id", "1", "--no-p4"]
         for n in range(self.ports):
             cmd += ["-i", f"{n}@{self.ns.inner(n)}"]
-        return [*cmd, "--", "--grpc-server-addr", self.p4runtime, "--cpu-port", "510"]
+        return [*cmd, "--", "--grpc-server-addr", self.p4runtime]
