@@ -18,6 +18,7 @@ PIECES = (
     "switch.cli",
     "shim.cli",
     "controller.cli",
+    "controller.net_cli",
     "apps.cli",
 )
 

@@ -21,6 +21,10 @@ def register(sub) -> None:
     p.add_argument("--dot", help="also write the decision diagram as Graphviz dot")
     p.add_argument("--p4", action="store_true",
                    help="also write program.p4, p4info.txtpb and entries.txtpb (docs/p4.md)")
+    p.add_argument("--max-entries", type=int, default=None, metavar="N",
+                   help="refuse, within seconds and before building anything, a rule set whose "
+                        "estimated size is over N entries, saying why and what would fit "
+                        "(default 1,000,000; 0: no limit)")
     p.add_argument("--static", action="store_true",
                    help="one stage per query field with its declared match kind, whatever the "
                         "rules test: the pipeline then serves any rule set (entries change, "
@@ -51,17 +55,21 @@ def cmd_compile(args) -> int:
         with no_cyclic_gc():
             rules = parse_rules(text, spec, source=source)
         order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
+        from compiler.estimate import DEFAULT_MAX_ENTRIES
+
+        budget = DEFAULT_MAX_ENTRIES if args.max_entries is None else args.max_entries
         with _Progress() as progress:
-            c = compile_rules(spec, rules, order, progress=progress, static=args.static)
+            c = compile_rules(spec, rules, order, progress=progress, static=args.static,
+                              max_entries=budget, on_estimate=progress.start)
     except CamusError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
-    except OverflowError as exc:  # from tables.stable_ids
-        print(f"camus compile: error: the rules need more distinct port sets (multicast groups) "
-              f"or states than their ids can number: {exc}", file=sys.stderr)
+    except OverflowError as exc:  # from tables.state_bits
+        print(f"camus compile: error: the rules need more states than any target here can "
+              f"number: {exc}", file=sys.stderr)
         return 2
     try:
         write_outputs(c, args.out)
@@ -72,7 +80,8 @@ def cmd_compile(args) -> int:
         if args.dot:
             from compiler.tables import state_ids
 
-            Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable())))
+            Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable(),
+                                                                  bits=c.pipeline.state_width)))
     except OSError as exc:
         print(f"camus compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return 2
@@ -96,20 +105,27 @@ def _read_text(path: Path) -> str:
 
 
 class _Progress:
-    """A progress bar on a terminal only: CI logs get nothing."""
+    """A progress bar on a terminal only (CI logs get nothing), counting states split against
+    the estimate's states (`compiler.estimate`) as its total, so that it shows an ETA. The
+    estimate errs on the large side: the bar may finish short of its total."""
+
+    def __init__(self) -> None:
+        self.bar = None
 
     def __enter__(self):
-        self.bar = None
+        return self
+
+    def start(self, predicted) -> None:
         if sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(desc="compiling", unit=" states", leave=False, file=sys.stderr)
-        return self
+            self.bar = tqdm(desc="compiling", unit=" states", total=max(predicted.splits, 1),
+                            leave=False, file=sys.stderr)
 
     def __call__(self, stage: int, done: int) -> None:
         if self.bar is not None:
             self.bar.set_postfix(stage=stage)
-            self.bar.update(256)
+            self.bar.update(min(256, self.bar.total - self.bar.n))
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

@@ -10,13 +10,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import diagram, lowering, order, tables
+from compiler import diagram, estimate, lowering, order, tables
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
+from compiler.errors import CamusError
 from compiler.normalize import dnf
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
 from pipeline import document, entries as entries_json, interpreter
-from pipeline.model import Application, Pipeline, Stage
+from pipeline.model import MAX_PORTS_WIDTH, Application, Pipeline, Stage
 
 
 @dataclass
@@ -38,14 +39,24 @@ class Compiled:
         return interpreter.load(self.pipeline, self.entries)
 
 
+class TooLarge(CamusError):
+    """The estimated size is over the budget: refused before the expensive phases."""
+
+
 def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None = None,
                   progress: Callable[[int, int], None] | None = None,
-                  static: bool = False) -> Compiled:
+                  static: bool = False, max_entries: int | None = None,
+                  on_estimate: Callable[[estimate.Estimate], None] | None = None) -> Compiled:
     """Tables for `rules`. With `static`, the pipeline (stages, match kinds) depends on the
     spec alone: every query field gets a stage with its declared match kind, so any rule set
-    compiles to entries for one and the same pipeline."""
+    compiles to entries for one and the same pipeline.
+
+    With `max_entries` (or `on_estimate`), the size is estimated first (`compiler.estimate`,
+    linear in the rules); an estimate over `max_entries` raises TooLarge, whose message says
+    which fields and rules drive the size and what would bring it under. `on_estimate` is
+    given the estimate (a progress bar takes its states as its total)."""
     with no_cyclic_gc(), deep_recursion():
-        return _compile_rules(spec, rules, field_order, progress, static)
+        return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate)
 
 
 @contextlib.contextmanager
@@ -75,7 +86,9 @@ def no_cyclic_gc():
 
 
 def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
-                   progress: Callable[[int, int], None] | None, static: bool) -> Compiled:
+                   progress: Callable[[int, int], None] | None, static: bool,
+                   max_entries: int | None = None,
+                   on_estimate: Callable[[estimate.Estimate], None] | None = None) -> Compiled:
     started = time.perf_counter()
     items = []
     append = items.append
@@ -84,12 +97,23 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
         for conj in dnf(rule.filter, rule.line):
             append((conj, ports))
     fields = order.choose(spec, (c for c, _ in items), field_order, static)
+    predicted = None
+    if max_entries or on_estimate:
+        predicted = _check_size(items, rules, fields, max_entries)
+        if on_estimate:
+            on_estimate(predicted)
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
     stages = lowering.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress)
     reachable = d.reachable()
-    entries, groups = tables.emit(d, stages, lowering.leaf_table(spec), reachable)
-    pipeline = lowering.pipeline([lowering.application(spec, stages)])
+    app = lowering.application(spec, stages)
+    state_width = tables.state_bits(len(reachable), static)
+    entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
+                                  state_width)
+    ports_width = MAX_PORTS_WIDTH
+    if not static:  # a static pipeline has a bit for every port; else up to the highest used
+        ports_width = 1 + max((r["port"] for g in groups for r in g["replicas"]), default=0)
+    pipeline = lowering.pipeline([app], state_width, ports_width)
     entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
                    "multicast_groups": groups}
     per_table: dict[str, int] = {}
@@ -101,10 +125,23 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
         "fields": [s.field.name for s in stages],
         "entries": {"total": len(entries), "per_table": per_table},
         "states": len(reachable),
+        "state_width": state_width,
         "multicast_groups": len(groups),
         "compile_seconds": round(time.perf_counter() - started, 4),
     }
+    if predicted is not None:
+        stats["estimate"] = {"entries": predicted.entries, "states": predicted.states}
     return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
+
+
+def _check_size(items, rules: Sequence[Rule], fields, max_entries: int | None) -> estimate.Estimate:
+    conjunctions = [c for c, _ in items]
+    predicted = estimate.estimate(conjunctions, fields)
+    if max_entries and predicted.entries > max_entries:
+        lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
+        others = estimate.alternatives(conjunctions, fields)
+        raise TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others))
+    return predicted
 
 
 def compile_text(spec_text: str, rules_text: str, field_order: Sequence[str] | None = None,

@@ -9,7 +9,7 @@ reference for the format the result is written in (`pipeline.document`).
 from __future__ import annotations
 
 from compiler.spec import Header, Spec
-from compiler.tables import STATE_BITS
+from compiler.tables import STATIC_STATE_BITS, group_id
 from pipeline import model
 
 
@@ -50,9 +50,14 @@ def application(spec: Spec, stages: list[model.Stage]) -> model.Application:
     fields = {q.qname: _field(q) for q in spec.query_fields.values()}
     return model.Application(spec.name, spec.udp_port, spec.framing,
                              _header(spec.packet_header) if spec.packet_header else None, message,
-                             fields, tuple(stages), leaf_table(spec))
+                             fields, tuple(stages), leaf_table(spec), group_id(spec.name))
 
 
-def pipeline(apps: list[model.Application]) -> model.Pipeline:
-    """The pipeline of these applications; PipelineError if two share a UDP port."""
-    return model.Pipeline.of(STATE_BITS, apps)
+def pipeline(apps: list[model.Application], state_width: int = STATIC_STATE_BITS,
+             ports_width: int = model.MAX_PORTS_WIDTH) -> model.Pipeline:
+    """The pipeline of these applications; PipelineError if two share a UDP port or a group.
+
+    The widths default to a static pipeline's (any rule set fits it); a compile sized to its
+    rules passes the state width its states need and one bitmap bit per port up to the
+    highest it names."""
+    return model.Pipeline.of(state_width, apps, ports_width=ports_width)

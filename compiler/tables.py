@@ -8,9 +8,15 @@ the intervals, for an lpm stage the aligned prefixes that tile them. An entry wh
 successor has nothing left to test carries the final action (fwd or mcast) itself, so the
 leaf table only ever holds the start state, when every rule is unconditionally true.
 
+A decision for several ports is `mcast(ports)`: a bitmap with bit p set for port p. It needs
+no multicast group of its own: the application has one group reaching every port its rules
+name, and egress keeps the copies whose bit is set (port-bitmap egress pruning; ARCHITECTURE,
+"Beyond the paper"). However many port sets the rules make, the application needs one group.
+
 Ids are derived from meaning, not from discovery order: a state's id hashes the canonical
-text of its residual rule set, a multicast group's id hashes its port set. Recompiling after
-a small rule change therefore changes few entries (see ARCHITECTURE, "Compiling" step 5).
+text of its residual rule set, the group's id the application's name. Recompiling after a
+small rule change therefore changes few entries (see ARCHITECTURE, "Compiling" step 5).
+State ids are as wide as the number of states needs (`state_bits`), never a fixed ceiling.
 """
 
 from __future__ import annotations
@@ -18,18 +24,33 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
-from compiler.diagram import Diagram, port_list, sorted_ports
+from compiler.diagram import Diagram
 from pipeline.match_kinds import MATCH_KINDS
-from pipeline.model import GROUP_WIDTH, Stage
+from pipeline.model import MAX_GROUP_ID, MAX_STATE_WIDTH, Stage
 
-STATE_BITS = 32
-# Multicast group ids are 1..32767, though the mcast action's parameter (and v1model's
-# mcast_grp) has GROUP_WIDTH bits: bmv2's P4Runtime server (PI) refuses ids from 32768 on
-# ("Group id value is too high"; that half is reserved), so a program compiled here can be
-# written to bmv2 as it is.
-GROUP_BITS = GROUP_WIDTH - 1
-# Never assigned: compiler/p4 multicasts mixed-decision MoldUDP64 packets to it.
-ALL_PORTS_GROUP = (1 << GROUP_BITS) - 1
+# What a static pipeline (one fixed for a spec, whatever the rules: the broker's) uses; a
+# compile sized to its rules takes `state_bits(n)` instead.
+STATIC_STATE_BITS = 32
+
+
+def state_bits(states: int, static: bool = False) -> int:
+    """Bits for `states` hashed state ids: a whole number of bytes leaving at least 256 ids
+    per state (so that hashes rarely collide and the ids of a small change stay put); a static
+    pipeline keeps STATIC_STATE_BITS unless even that is too few."""
+    bits = -(-(max(states, 1).bit_length() + 8) // 8) * 8
+    if static:
+        bits = max(bits, STATIC_STATE_BITS)
+    if bits > MAX_STATE_WIDTH:
+        raise OverflowError(f"{states} states need {bits}-bit ids, more than the "
+                            f"{MAX_STATE_WIDTH} bits any target here holds")
+    return bits
+
+
+def group_id(application: str) -> int:
+    """An application's multicast group id, in 1..32767 (bmv2 refuses the upper half),
+    derived from its name so that it never changes with the rules."""
+    h = int.from_bytes(hashlib.blake2b(application.encode(), digest_size=8).digest(), "big")
+    return 1 + h % MAX_GROUP_ID
 
 
 def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) -> dict:
@@ -53,29 +74,40 @@ def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) 
     return out
 
 
-def state_ids(d: Diagram, reachable: list[int], port_texts: dict | None = None) -> dict[int, int]:
+def state_ids(d: Diagram, reachable: list[int], port_texts: dict | None = None,
+              bits: int | None = None) -> dict[int, int]:
     """Every reachable state's id; the start state is 0 (and, being fixed, is never hashed)."""
     texts = {} if port_texts is None else port_texts
-    return stable_ids({s: d.describe(s, texts) for s in reachable if s != d.root}, STATE_BITS,
+    bits = state_bits(len(reachable)) if bits is None else bits
+    return stable_ids({s: d.describe(s, texts) for s in reachable if s != d.root}, bits,
                       {d.root: 0})
 
 
+def bitmap(ports: frozenset[int]) -> int:
+    """The `mcast` parameter for a port set: bit p set for port p."""
+    out = 0
+    for p in ports:
+        out |= 1 << p
+    return out
+
+
 def emit(d: Diagram, stages: list[Stage], leaf_table: str,
-         reachable: list[int] | None = None) -> tuple[list[dict], list[dict]]:
+         reachable: list[int] | None = None, group: int = 1,
+         state_width: int | None = None) -> tuple[list[dict], list[dict]]:
     """(table entries, multicast groups) in the entries.json form.
 
-    The groups' replicas are one shared `{"port": p, "rid": 0}` dict per port (there are
-    1.6 million replicas in the 100K-rule benchmark): treat the result as read-only.
+    The one group (id `group`) reaches every port a decision names, each as the replica
+    `{"port": p, "rid": 0}`; there is none when no rule names a port. `state_width` is the
+    state ids' width (default: `state_bits` of the reachable states).
     """
     reachable = d.reachable() if reachable is None else reachable
     port_texts: dict[frozenset, tuple[list[int], str]] = {}
-    ids = state_ids(d, reachable, port_texts)
+    ids = state_ids(d, reachable, port_texts, state_width)
     entries: list[dict] = []
     contents = d.contents
     dead = {s for s in reachable if contents[s] == (frozenset(), frozenset())}
     leaves = {s: contents[s][0] for s in reachable if not contents[s][1] and contents[s][0]}
-    multi = {ports: port_list(ports, port_texts) for ports in leaves.values() if len(ports) > 1}
-    group_ids = stable_ids(multi, GROUP_BITS, {"all ports (compiler/p4)": ALL_PORTS_GROUP})
+    bitmaps = {ports: bitmap(ports) for ports in set(leaves.values()) if len(ports) > 1}
 
     def action(t: int) -> tuple[str, dict]:
         # An entry that leads to a leaf decides the message right there: the leaf's action is
@@ -85,7 +117,7 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
             return "set_state", {"state": ids[t]}
         if len(ports) == 1:
             return "fwd", {"port": next(iter(ports))}
-        return "mcast", {"group": group_ids[ports]}
+        return "mcast", {"ports": bitmaps[ports]}
 
     for s in reachable:
         split = d.splits.get(s)
@@ -116,17 +148,11 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
         name, params = action(d.root)
         entries.append({"table": leaf_table, "match": {"state": {"exact": 0}},
                         "action": name, "params": params})
-    used = {e["params"]["group"] for e in entries if e["action"] == "mcast"}
-    in_use = [(gid, ports) for ports, gid in group_ids.items() if gid in used]
-    replica = {p: {"port": p, "rid": 0} for p in frozenset().union(*(p for _, p in in_use))}
-    groups = [{"id": gid, "replicas": list(map(replica.__getitem__,
-                                               sorted_ports(ports, port_texts)))}
-              for gid, ports in sorted(in_use, key=_first)]
+    # Every port any reachable decision names (fwd ones too: the P4 program multicasts a
+    # MoldUDP64 packet whose messages were decided differently through this group).
+    used = sorted(frozenset().union(*leaves.values())) if leaves else []
+    groups = [{"id": group, "replicas": [{"port": p, "rid": 0} for p in used]}] if used else []
     return entries, groups
-
-
-def _first(pair: tuple):
-    return pair[0]
 
 
 def _default_successor(intervals: list[tuple[int, int, int]], per_value: bool, dead: set[int]) -> int:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import grpc
 
-from compiler.p4.derived import for_target
 
 from controller.p4runtime_client import DEFAULT_TARGET, ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
 from pipeline import document
+from pipeline.entries import ENTRIES_VERSION
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,12 +54,10 @@ def run_push(args: argparse.Namespace) -> int:
         else:
             config = TargetConfig.software_switch(args.pipeline)
         entries_path = Path(args.pipeline) / "entries.json"
-        entries = json.loads(entries_path.read_text()) if entries_path.exists() else {"camus_entries": 1}
-        # A P4 program for several-message ITCH needs entries derived from these (the
-        # all-ports group, the per-slot membership tables); a target without those tables
-        # (the software switch) gets entries.json as it is.
-        pipeline = document.from_json(json.loads((Path(args.pipeline) / "pipeline.json").read_text()))
-        entries = for_target(pipeline, entries, config.p4info)
+        entries = (json.loads(entries_path.read_text()) if entries_path.exists()
+                   else {"camus_entries": ENTRIES_VERSION})
+        # Checked here, so that a stale or broken directory fails before anything is written.
+        document.from_json(json.loads((Path(args.pipeline) / "pipeline.json").read_text()))
     except (OSError, ValueError) as exc:
         print(f"camus controller push: {exc}", file=sys.stderr)
         return 2

@@ -84,3 +84,15 @@ def patch(doc: dict, changes: Changes) -> dict:
     out["table_entries"] = list(entries.values())
     out["multicast_groups"] = [groups[g] for g in sorted(groups)]
     return out
+
+
+def apply_steps(switch, changes: Changes) -> None:
+    """Write `changes` to an in-process switch (`switch.dataplane.DataPlane`'s insert, modify,
+    delete, set_group and delete_group), in `steps()` order; its EntryError propagates."""
+    for op, item in changes.steps():
+        if op == "set_group":
+            switch.set_group(*item)
+        elif op == "delete_group":
+            switch.delete_group(item)
+        else:
+            getattr(switch, op)(item)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from controller.diff import Changes
+from controller.diff import Changes, apply_steps
 from controller.target import Emitted, Target, TargetError
 from switch import dataplane
 from pipeline.model import EntryError
@@ -34,15 +34,8 @@ class EmbeddedTarget(Target):
         self.switch = dataplane.load(pipeline, entries, impl=self.impl)
 
     def apply(self, changes: Changes) -> None:
-        sw = self.switch
         try:
-            for op, item in changes.steps():
-                if op == "set_group":
-                    sw.set_group(*item)
-                elif op == "delete_group":
-                    sw.delete_group(item)
-                else:
-                    getattr(sw, op)(item)
+            apply_steps(self.switch, changes)
         except EntryError as exc:
             raise TargetError(str(exc)) from exc
 

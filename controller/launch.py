@@ -263,13 +263,6 @@ class Bmv2Process(_NamespacedDevice):
             raise TargetUnavailable(f"p4c-bm2-ss: {done.stderr.strip()}")
         return TargetConfig.from_files(p4info, program)
 
-    @staticmethod
-    def entries_for(pipeline, entries: dict, p4info) -> dict:
-        """The program's entries plus the derived ones a P4 target needs."""
-        from compiler.p4.derived import for_target
-
-        return for_target(pipeline, entries, p4info)
-
     def command(self) -> list[str]:
         # Device id 1, the controller's default (bmv2's own default is 0); no program until
         # the target sets one. P4Runtime on a Unix socket: gRPC takes "unix:PATH" addresses.

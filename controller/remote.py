@@ -177,8 +177,9 @@ def software_switch_config(pipeline) -> TargetConfig:
 class RemoteTarget(Target):
     """A P4Runtime device at `address`, its packets through `io` (`UdpIO`, `InterfaceIO`).
     `config(pipeline)` gives the device's config (default: camus's switch);
-    `entries_for(pipeline, entries, p4info)` what the device must hold for `entries` (a P4
-    program needs derived entries: `compiler.p4.derived.for_target`)."""
+    `entries_for(pipeline, entries, p4info)` what the device must hold for `entries`
+    (default: entries.json as it is, which is all a P4 program needs since decisions carry
+    port bitmaps)."""
 
     def __init__(self, address: str, io, *, device_id: int = 1, election_id: int = 10,
                  config: Callable[[dict], TargetConfig] = software_switch_config,
@@ -399,8 +400,10 @@ class RemoteTarget(Target):
                     down_since = time.monotonic()
                     log.warning("%s: device unreachable (%s); retrying", self.address,
                                 getattr(exc, "details", lambda: exc)() if isinstance(exc, grpc.RpcError) else exc)
-                    if self.on_down is not None:
-                        self.on_down()
+                # Every time, not only the first: a killed process may not have exited yet
+                # when the device is first found unreachable.
+                if self.on_down is not None:
+                    self.on_down()
             except WriteError as exc:
                 log.error("%s: the device refused the desired state: %s", self.address, exc)
                 next_audit = time.monotonic() + self.audit_interval

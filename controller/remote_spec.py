@@ -85,7 +85,7 @@ def open_remote(kind: str, arg: str) -> RemoteTarget:
     try:
         io = InterfaceIO(device.ns.outer, device.ports)
         if kind == "bmv2":
-            return LaunchedTarget(device, io, config=device.config, entries_for=device.entries_for)
+            return LaunchedTarget(device, io, config=device.config)
         return LaunchedTarget(device, io)
     except BaseException:
         device.stop()

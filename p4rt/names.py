@@ -6,8 +6,7 @@ The emitter (compiler/p4) declares its controls, tables and actions under these 
 freely; a few of those names are P4_16 keywords (`type`, `key`, `error`, ...) or collide with
 the program's own instances (`ethernet`, `ipv4`, `udp`). `ident` turns an IR name into a safe
 identifier; the control-plane names stay the IR's because every key element carries
-`@name("header.field")`, so escaping shows in the P4Info only where an identifier is part of
-a name: the egress membership tables of a MoldUDP64 application (`member_table`).
+`@name("header.field")`, so escaping never shows in the P4Info.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ RESERVED = frozenset("""
 INGRESS, EGRESS = "CamusIngress", "CamusEgress"
 TABLE_SIZE = 1 << 16  # every table's; p4c's default of 1024 is far too small
 DEFAULT_SLOTS = 8  # message blocks parsed and evaluated per MoldUDP64 packet
-MEMBER_ACTION = "member"  # the membership tables' action, empty: a hit is the answer
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -49,8 +47,3 @@ def p4_table_name(ir_table: str, egress_table: str) -> str:
     """The P4 name of an IR table: `CamusIngress.T`, the egress table in `CamusEgress`."""
     return f"{EGRESS if ir_table == egress_table else INGRESS}.{ir_table}"
 
-
-def member_table(app_name: str, slot: int) -> str:
-    """Egress's copy, for slot `slot`, of a MoldUDP64 application's group membership table
-    (compiler/p4/derived.py); unqualified, as the program declares it."""
-    return f"{ident(app_name)}_member_{slot}"

@@ -3,20 +3,17 @@
 A pipeline IR (pipeline.json) becomes one P4 program (compiler/p4) whose control-plane names
 follow docs/pipeline-ir.md, "P4 names" (`p4rt.names`): the tables `CamusIngress.<T>` (and
 `CamusEgress.egress_udp_rewrite`) with the contract's match fields, the actions
-`CamusIngress.set_state/fwd/mcast/drop` and `CamusEgress.set_udp_port`, `NoAction` as every
-table's default-only action, and, per MoldUDP64 application and slot, an egress membership
-table with its action `member`. Two P4Infos describe that program:
+`CamusIngress.set_state/fwd/mcast/drop` and `CamusEgress.set_udp_port`, and `NoAction` as
+every table's default-only action. Two P4Infos describe that program:
 
-* `program_p4info(pipeline, slots)`: what p4c writes for the emitted program (ids, aliases,
+* `program_p4info(pipeline)`: what p4c writes for the emitted program (ids, aliases,
   annotations and order as p4c's), written as p4info.txtpb beside program.p4;
-* `build_p4info(pipeline, counters=...)`: the software switch's, which has no membership
-  tables (it replicates to a group's ports itself) and may add its own counters.
+* `build_p4info(pipeline, counters=...)`: the software switch's: the same tables and
+  actions, and it may add its own counters.
 
-Both number every table and action over the program's whole name set (`p4rt.ids`, p4c's
-algorithm), membership tables included, so an entity has one id on the software switch and
-on bmv2 (tests/p4/test_p4info_agree.py). The software switch assumes the emitter's default
-slot count; only a hash collision with a membership table of another slot count could move
-an id, and controllers resolve every id by name anyway.
+Both number every table and action over the program's name set (`p4rt.ids`, p4c's
+algorithm), so an entity has one id on the software switch and on bmv2
+(tests/p4/test_p4info_agree.py); controllers resolve every id by name anyway.
 
 `counters=True` adds the software switch's own counters (not part of the P4 program; see
 switch/p4runtime_server.py): `camus.port_rx` and `camus.port_tx` (packets, indexed by port),
@@ -31,24 +28,23 @@ from dataclasses import dataclass
 
 from p4rt.ids import p4c_id_map, shortest_unique_suffixes
 from p4rt.match_kinds import KINDS
-from p4rt.names import DEFAULT_SLOTS, EGRESS, INGRESS, MEMBER_ACTION, TABLE_SIZE, member_table, p4_table_name
+from p4rt.names import EGRESS, INGRESS, TABLE_SIZE, p4_table_name
 from p4rt.protos import p4info_pb2
-from pipeline.model import GROUP_WIDTH, PORT_WIDTH, RID_WIDTH, Pipeline
+from pipeline.model import PORT_WIDTH, Pipeline
 
 COUNTER_PORTS = 1 << PORT_WIDTH
 DROP_REASONS = ("malformed", "truncated", "oversized", "no_route")
 PREFIX = p4info_pb2.P4Ids
-MEMBER = f"{EGRESS}.{MEMBER_ACTION}"
 # The program's actions in the order p4c's P4Info lists them: NoAction, then each control's
 # actions as compiler/p4/controls.py declares them (tests/p4/test_p4c_ids.py checks this).
 ACTION_ORDER = ("NoAction", f"{INGRESS}.drop", f"{INGRESS}.set_state", f"{INGRESS}.fwd", f"{INGRESS}.mcast",
-                f"{EGRESS}.set_udp_port", MEMBER)
+                f"{EGRESS}.set_udp_port")
 
 
 @dataclass(frozen=True)
 class _Table:
     name: str  # P4 name
-    ir_name: str  # the IR's name (membership tables: the program's, unqualified)
+    ir_name: str  # the IR's name
     keys: tuple[tuple[str, int, str], ...]  # (match field name, bitwidth, match kind)
     actions: tuple[str, ...]  # P4 names of its actions, besides the default-only NoAction
 
@@ -73,22 +69,12 @@ def _p4_action(ir_action: str, in_egress: set[str]) -> str:
     return f"{EGRESS if ir_action in in_egress else INGRESS}.{ir_action}"
 
 
-def _member_tables(pipeline: Pipeline, slots: int) -> list[_Table]:
-    keys = (("group", GROUP_WIDTH, "exact"), ("egress_port", PORT_WIDTH, "exact"), ("egress_rid", RID_WIDTH, "exact"))
-    names = [member_table(app.name, s) for app in pipeline.applications if app.framing == "moldudp64"
-             for s in range(slots)]
-    return [_Table(f"{EGRESS}.{name}", name, keys, (MEMBER,)) for name in names]
-
-
-def _program(pipeline: Pipeline, slots: int) -> _Program:
-    members = _member_tables(pipeline, slots)
-    tables = _ir_tables(pipeline) + members
+def _program(pipeline: Pipeline) -> _Program:
+    tables = _ir_tables(pipeline)
     in_egress = set(pipeline.tables[pipeline.egress_table].actions)
     actions = {_p4_action(a.name, in_egress): [(p.name, p.width) for p in a.params]
                for a in pipeline.actions.values()}
     actions["NoAction"] = []
-    if members:
-        actions[MEMBER] = []
     taken: set[int] = set()
     return _Program(tables, actions, p4c_id_map(PREFIX.TABLE, [t.name for t in tables], taken),
                     p4c_id_map(PREFIX.ACTION, list(actions), taken))
@@ -114,16 +100,15 @@ def _add_action(info: p4info_pb2.P4Info, name: str, program: _Program, alias: st
 
 
 def build_p4info(pipeline: Pipeline, *, counters: bool = False) -> p4info_pb2.P4Info:
-    """The software switch's P4Info for `pipeline`, numbered as
-    the program emitted with the default slot count."""
-    program = _program(pipeline, DEFAULT_SLOTS)
+    """The software switch's P4Info for `pipeline`, numbered as the emitted program's."""
+    program = _program(pipeline)
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = "v1model"
     info.pkg_info.name = "camus"
     tables = _ir_tables(pipeline)
     for t in tables:
         _add_table(info, t, program, t.ir_name, [])
-    for name in sorted((a for a in program.actions if a != MEMBER), key=program.action_ids.get):
+    for name in sorted(program.actions, key=program.action_ids.get):
         _add_action(info, name, program, name.rsplit(".", 1)[-1])
     if counters:
         _add_counters(info, [t.ir_name for t in tables])
@@ -141,12 +126,13 @@ def _add_counters(info: p4info_pb2.P4Info, tables: list[str]) -> None:
         c.size = sizes[name]
 
 
-def program_p4info(pipeline: Pipeline, slots: int = DEFAULT_SLOTS) -> p4info_pb2.P4Info:
-    """The P4Info p4c writes for the program `compiler.p4.emit_program(pipeline, slots)`: its
+def program_p4info(pipeline: Pipeline) -> p4info_pb2.P4Info:
+    """The P4Info p4c writes for the program `compiler.p4.emit_program(pipeline)` (whatever
+    its MoldUDP64 slot count: slots add no table or action): its
     ids, its aliases (shortest unique suffixes), `@defaultonly` on default-only references,
     core.p4's annotation on NoAction, an empty `type_info`, and only the architecture in
     `pkg_info` (the program has no @pkginfo)."""
-    program = _program(pipeline, slots)
+    program = _program(pipeline)
     aliases = shortest_unique_suffixes([t.name for t in program.tables] + list(program.actions))
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = "v1model"

@@ -59,11 +59,12 @@ def application_json(app: Application) -> dict:
         "stages": [{"table": s.table, "default_table": s.default_table, "field": s.field.name,
                     "match_kind": s.match_kind} for s in app.stages],
         "leaf_table": app.leaf_table,
+        "multicast_group": app.multicast_group,
     }
 
 
 def to_json(p: Pipeline) -> dict:
-    return {"camus_ir": IR_VERSION, "state_width": p.state_width,
+    return {"camus_ir": IR_VERSION, "state_width": p.state_width, "ports_width": p.ports_width,
             "applications": [application_json(a) for a in p.applications],
             "ipv4_table": p.ipv4_table, "egress_table": p.egress_table}
 
@@ -161,7 +162,7 @@ def _application(app: Any, index: int) -> Application:
                             declared[fname], kind))
     return Application(name, udp_port, framing, packet_header,
                        Message(headers, message_bytes, type_field, types), fields, tuple(stages),
-                       _need(app, "leaf_table", str, where))
+                       _need(app, "leaf_table", str, where), _need(app, "multicast_group", int, where))
 
 
 def from_json(doc: Any) -> Pipeline:
@@ -176,4 +177,5 @@ def from_json(doc: Any) -> Pipeline:
         raise PipelineError(f"state_width {state_width} not in 1..{MAX_STATE_WIDTH}")
     apps = [_application(a, i) for i, a in enumerate(_need(doc, "applications", list, "pipeline"))]
     return Pipeline.of(state_width, apps, _need(doc, "ipv4_table", str, "pipeline"),
-                       _need(doc, "egress_table", str, "pipeline"))
+                       _need(doc, "egress_table", str, "pipeline"),
+                       _need(doc, "ports_width", int, "pipeline"))

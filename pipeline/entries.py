@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from pipeline.match_kinds import MATCH_KINDS, check_int, reduce_match
-from pipeline.model import GROUP_WIDTH, IPV4, PORT_WIDTH, RID_WIDTH, EntryError, Pipeline
+from pipeline.model import GROUP_WIDTH, IPV4, MAX_GROUP_ID, PORT_WIDTH, RID_WIDTH, EntryError, Pipeline
 
-ENTRIES_VERSION = 1
+ENTRIES_VERSION = 2  # 2: mcast carries a port bitmap; groups are the applications'
 PRIORITY_WIDTH = 31  # P4Runtime priorities are positive int32
 
 
@@ -115,6 +115,11 @@ def parse_entry(pipeline: Pipeline, doc: Any) -> Entry:
         if set(params) != {p.name}:
             raise EntryError(f"table {table!r}: action {action} takes exactly {{{p.name!r}}}, got {sorted(params)}")
         param = check_int(params[p.name], p.width, f"{table}.{action}.{p.name}")
+        if action == "fwd" and info.role != IPV4 and param >= pipeline.ports_width:
+            # A decision's port must have a bit in the port bitmaps: a MoldUDP64 packet
+            # whose messages are decided differently is multicast and pruned by bitmap.
+            raise EntryError(f"table {table!r}: fwd port {param} has no bit in this pipeline's "
+                             f"{pipeline.ports_width}-bit port bitmaps")
     return Entry(table, info.role, state, kind, a, b, priority, action, param, doc)
 
 
@@ -127,12 +132,21 @@ def parse_group(doc: Any) -> tuple[int, tuple[tuple[int, int], ...]]:
     """Check one entries.json multicast group; return (id, replicas as (port, rid) pairs)."""
     if not isinstance(doc, dict):
         raise EntryError(f"a multicast group must be an object, got {doc!r}")
-    gid = check_int(doc.get("id"), GROUP_WIDTH, "multicast group id")
+    gid = check_group_id(doc.get("id"))
     replicas = doc.get("replicas", [])
     if not isinstance(replicas, list):
         raise EntryError(f"multicast group {gid}: replicas must be a list")
     return gid, normalise_replicas(gid, [(r.get("port"), r.get("rid", 0)) if isinstance(r, dict) else (r, None)
                                          for r in replicas])
+
+
+def check_group_id(gid: Any) -> int:
+    """A multicast group id: 1..32767, the ids bmv2's P4Runtime server accepts."""
+    gid = check_int(gid, GROUP_WIDTH, "multicast group id")
+    if not 1 <= gid <= MAX_GROUP_ID:
+        raise EntryError(f"multicast group id {gid} is not in 1..{MAX_GROUP_ID} (0 means no group; "
+                         f"bmv2 reserves the ids from {MAX_GROUP_ID + 1} on)")
+    return gid
 
 
 def normalise_replicas(gid: int, replicas) -> tuple[tuple[int, int], ...]:

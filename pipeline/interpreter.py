@@ -5,7 +5,8 @@
 state alone), looks them up, and walks an application's stages the way docs/pipeline-ir.md
 says every target must: from state 0, each stage looks up (state, field value), then the
 state alone in its default table, a miss in both keeping the state; `fwd`/`mcast` decide at
-once, else the leaf table decides. `camus eval` runs it on JSON messages (`load`), the
+once, else the leaf table decides; `mcast(ports)` replicates through the application's
+multicast group and keeps the replicas whose port's bit is set. `camus eval` runs it on JSON messages (`load`), the
 reference switch on packets (it counts hits and misses by overriding `lookup`).
 """
 
@@ -75,18 +76,19 @@ class Tables:
             state = hit[1]
         return lookup(app.leaf_table, state)
 
-    def replicas(self, decision: Result | None) -> tuple[tuple[int, int], ...]:
-        """The (port, rid) replicas of a decision: fwd's port, or mcast's group (none if absent)."""
+    def replicas(self, app: Application, decision: Result | None) -> tuple[tuple[int, int], ...]:
+        """The (port, rid) replicas of a decision: fwd's port; for mcast, the replicas of the
+        application's group whose port's bit is set (none if the group is absent)."""
         if decision is None:
             return ()
         action, param = decision
         if action == "fwd":
             return ((param, 0),)
-        return self.groups.get(param, ())
+        return tuple(r for r in self.groups.get(app.multicast_group, ()) if param >> r[0] & 1)
 
     def ports(self, app: Application, values: dict[str, int]) -> frozenset[int]:
         """The port set the tables give a message with these field values (by header.field)."""
-        return frozenset(p for p, _ in self.replicas(self.decide(app, lambda f: values[f.name])))
+        return frozenset(p for p, _ in self.replicas(app, self.decide(app, lambda f: values[f.name])))
 
 
 def load(pipeline: Pipeline, entries: dict) -> Tables:

@@ -8,14 +8,16 @@ Instances are built by the compiler (`compiler.lowering`) or read from pipeline.
 
 Widths are those of the P4 program the IR compiles to (v1model: ports 9 bits, multicast
 groups and replica ids 16 bits), so the P4 program, its P4Info and every target check the
-same limits.
+same limits. Two widths are the pipeline's own: the state's (`state_width`, sized by the
+compiler to the states it needs) and the port bitmap's (`ports_width`: bit p of an `mcast`
+decision selects port p, so it is one more than the highest port a rule names).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-IR_VERSION = 1
+IR_VERSION = 2
 FRAMINGS = ("single", "moldudp64")
 MOLDUDP64_HEADER_BYTES = 20
 MAX_FIELD_WIDTH = 64
@@ -26,6 +28,10 @@ EGRESS_TABLE = "egress_udp_rewrite"
 PORT_WIDTH = 9  # v1model egress_spec / egress_port
 GROUP_WIDTH = 16  # v1model mcast_grp
 RID_WIDTH = 16  # v1model egress_rid (P4Runtime replica ids)
+MAX_PORTS_WIDTH = 1 << PORT_WIDTH  # a bitmap bit for every port v1model can name
+# bmv2's P4Runtime server (PI) refuses multicast group ids from 32768 on ("Group id value is
+# too high": that half is reserved), so every group id a pipeline names is in 1..32767.
+MAX_GROUP_ID = (1 << (GROUP_WIDTH - 1)) - 1
 UDP_PORT_WIDTH = 16
 IPV4_WIDTH = 32
 
@@ -33,6 +39,7 @@ IPV4_WIDTH = 32
 STAGE, DEFAULT, LEAF, IPV4, EGRESS = "stage", "default", "leaf", "ipv4", "egress"
 ROLE_ACTIONS = {
     # A stage may also decide: fwd/mcast end the walk, skipping later stages and the leaf.
+    # mcast's parameter is a port bitmap; the copies come from the application's group.
     STAGE: ("set_state", "fwd", "mcast"),
     DEFAULT: ("set_state", "fwd", "mcast"),
     LEAF: ("fwd", "mcast"),
@@ -64,12 +71,13 @@ class Action:
     params: tuple[Param, ...]
 
 
-def actions(state_width: int) -> dict[str, Action]:
-    """Every action of a pipeline whose state is `state_width` bits."""
+def actions(state_width: int, ports_width: int) -> dict[str, Action]:
+    """Every action of a pipeline whose state is `state_width` bits and whose port bitmaps
+    are `ports_width` bits."""
     return {a.name: a for a in (
         Action("set_state", (Param("state", state_width),)),
         Action("fwd", (Param("port", PORT_WIDTH),)),
-        Action("mcast", (Param("group", GROUP_WIDTH),)),
+        Action("mcast", (Param("ports", ports_width),)),
         Action("drop", ()),
         Action("set_udp_port", (Param("port", UDP_PORT_WIDTH),)),
     )}
@@ -133,6 +141,9 @@ class Application:
     fields: dict[str, Field]  # the query fields, by header.field
     stages: tuple[Stage, ...]
     leaf_table: str
+    # The one multicast group an `mcast(ports)` decision replicates through: a group reaching
+    # every port the application's rules name; egress keeps the copies whose bit is set.
+    multicast_group: int
 
     @property
     def message_bytes(self) -> int:
@@ -202,22 +213,38 @@ class Pipeline:
     egress_table: str
     tables: dict[str, Table]
     actions: dict[str, Action]
+    ports_width: int
 
     @classmethod
     def of(cls, state_width: int, applications, ipv4_table: str = IPV4_TABLE,
-           egress_table: str = EGRESS_TABLE) -> Pipeline:
+           egress_table: str = EGRESS_TABLE, ports_width: int = MAX_PORTS_WIDTH) -> Pipeline:
         """The pipeline with its table and action index; PipelineError when two tables share a
-        name or two applications a UDP port."""
+        name, two applications a UDP port or a multicast group, or a width is out of range."""
         applications = tuple(applications)
         ports = [a.udp_port for a in applications]
         if len(set(ports)) != len(ports):
             raise PipelineError(f"two applications share a UDP port: {ports}")
+        groups = [a.multicast_group for a in applications]
+        if len(set(groups)) != len(groups):
+            raise PipelineError(f"two applications share a multicast group: {groups}")
+        if any(not 1 <= g <= MAX_GROUP_ID for g in groups):
+            raise PipelineError(f"multicast group ids must be in 1..{MAX_GROUP_ID}: {groups}")
+        if not 1 <= ports_width <= MAX_PORTS_WIDTH:
+            raise PipelineError(f"ports_width {ports_width} not in 1..{MAX_PORTS_WIDTH}")
         index: dict[str, Table] = {}
         for t in tables(state_width, applications, ipv4_table, egress_table):
             if t.name in index:
                 raise PipelineError(f"table name {t.name!r} is used twice")
             index[t.name] = t
-        return cls(state_width, applications, ipv4_table, egress_table, index, actions(state_width))
+        return cls(state_width, applications, ipv4_table, egress_table, index,
+                   actions(state_width, ports_width), ports_width)
+
+    def application_of(self, table: str) -> Application | None:
+        """The application whose stage, default or leaf table `table` is (None: ipv4, egress)."""
+        for app in self.applications:
+            if table == app.leaf_table or any(table in (s.table, s.default_table) for s in app.stages):
+                return app
+        return None
 
     def application_for_port(self, udp_port: int) -> Application | None:
         for app in self.applications:

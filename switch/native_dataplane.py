@@ -47,6 +47,7 @@ def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
             "stages": [{"field": _field(s.field), "table": index[s.table], "default_table": index[s.default_table]}
                        for s in app.stages],
             "leaf_table": index[app.leaf_table],
+            "multicast_group": app.multicast_group,
         }
         for app in pipeline.applications
     ]
@@ -60,6 +61,38 @@ def pack(frames: Sequence[bytes]) -> tuple[bytes, bytes]:
     return b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames))
 
 
+class _PortSets:
+    """mcast bitmaps interned for the native switch: one index per distinct bitmap, shared
+    by every entry carrying it, reused once no entry does."""
+
+    def __init__(self, sw) -> None:
+        self.sw = sw
+        self.index: dict[int, int] = {}  # bitmap -> index
+        self.refs: dict[int, int] = {}  # bitmap -> entries carrying it
+        self.by_entry: dict[tuple, int] = {}  # entry key -> its bitmap
+        self.free: list[int] = []
+
+    def acquire(self, bits: int) -> int:
+        i = self.index.get(bits)
+        if i is None:
+            i = self.free.pop() if self.free else len(self.index)
+            self.index[bits] = i
+            self.refs[bits] = 0
+            words = [(bits >> s) & 0xFFFFFFFFFFFFFFFF for s in range(0, max(bits.bit_length(), 1), 64)]
+            self.sw.set_port_set(i, words)
+        self.refs[bits] += 1
+        return i
+
+    def release_entry(self, key: tuple) -> None:
+        bits = self.by_entry.pop(key, None)
+        if bits is None:
+            return
+        self.refs[bits] -= 1
+        if not self.refs[bits]:
+            del self.refs[bits]
+            self.free.append(self.index.pop(bits))
+
+
 class NativeDataPlane(DataPlane):
     """`switch.dataplane.DataPlane` on the compiled extension."""
 
@@ -69,15 +102,24 @@ class NativeDataPlane(DataPlane):
         plan, self._index = plan_for(self.pipeline, self.max_frame)
         self._names = list(self._index)
         self._sw = native.Switch(json.dumps(plan))
+        self._port_sets = _PortSets(self._sw)
 
     # ---- hooks ----
 
     def _install(self, e: Entry) -> None:
-        # Every key arrives reduced to (state, a, b): see pipeline.entries.Entry.
-        self._sw.install(self._index[e.table], e.state, e.a, e.b, e.priority, ACTION_CODES[e.action], e.param)
+        # Every key arrives reduced to (state, a, b): see pipeline.entries.Entry. An mcast
+        # entry's bitmap is too wide for the native action: it carries the bitmap's index.
+        param = e.param
+        if e.action == "mcast":
+            param = self._port_sets.acquire(e.param)
+        self._port_sets.release_entry(e.key)
+        if e.action == "mcast":
+            self._port_sets.by_entry[e.key] = e.param
+        self._sw.install(self._index[e.table], e.state, e.a, e.b, e.priority, ACTION_CODES[e.action], param)
 
     def _uninstall(self, e: Entry) -> None:
         self._sw.uninstall(self._index[e.table], e.state, e.a, e.b, e.priority)
+        self._port_sets.release_entry(e.key)
 
     def _install_group(self, group_id, replicas) -> None:
         self._sw.set_group(group_id, list(replicas))
@@ -105,8 +147,8 @@ class NativeDataPlane(DataPlane):
     def classify_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
         """The table walk alone: (u64 leaf code per message block, u32 block count per frame).
 
-        A code is 0 when no rule selects the message, 1<<32 | port for fwd, 2<<32 | group
-        for mcast. Frames that are dropped or carry no application report 0 blocks.
+        A code is 0 when no rule selects the message, 1<<32 | port for fwd, 2<<32 | i for
+        mcast, i the native index of its port bitmap. Frames that are dropped or carry no application report 0 blocks.
         """
         return self._sw.classify_packed(buf, lengths, in_port)
 

@@ -255,6 +255,7 @@ class Ports:
         self.bindings: list[Port] = []
         self.range: UdpRange | None = None  # where copies for unbound ports go, if anywhere
         self.unbound = 0
+        self.fabric = None  # a switch.fabric_egress.FabricEgress inside a network of switches
         self.errors = 0  # frames whose processing raised (reported once on stderr)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -304,7 +305,12 @@ class Ports:
 
     def forward(self, frame: bytes, in_port: int) -> None:
         """Run one frame through the device and send its copies out of their ports."""
+        fabric = self.fabric
         for egress, copy in self.device.process(frame, in_port):
+            if fabric is not None:
+                egress = fabric.port(in_port, egress, copy)
+                if egress is None:
+                    continue
             out = self.egress.get(egress)
             if out is not None:
                 out.send(copy)

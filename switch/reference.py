@@ -6,7 +6,8 @@ dispatched by UDP destination port to an application, split into messages (singl
 MoldUDP64 framing), and each subscription message walks the stages from state 0 until a
 stage entry decides or the leaf table does (the walk and the lookups are
 `pipeline.interpreter`'s, the one Python table interpreter, which `camus eval` runs too); the
-decision names a port (replica (port, 0)) or a multicast group (its (port, rid) replicas). Each
+decision names a port (replica (port, 0)) or a port bitmap (the replicas of the application's
+multicast group whose port's bit is set: egress pruning, decided per copy). Each
 replica selected by at least one message gets one copy holding exactly its messages
 (MoldUDP64: pruned as the IR says), with its UDP destination port rewritten by the egress
 table. Frames that are not subscription traffic, or whose messages no rule selected, are
@@ -194,7 +195,7 @@ class ReferenceDataPlane(DataPlane):
             return ()
         if app.type_field is not None and extract(message, app.type_field) not in app.types:
             return ()
-        return self._tables.replicas(self._tables.decide(app, lambda f: extract(message, f)))
+        return self._tables.replicas(app, self._tables.decide(app, lambda f: extract(message, f)))
 
     def _subscription(self, frame: bytes, app: Application, l4: int, start: int, end: int) -> Output:
         blocks, seq = self._messages(frame, app, start, end)

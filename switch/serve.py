@@ -23,6 +23,7 @@ import threading
 from switch.cli import format_counters
 from switch.dataplane import IMPLEMENTATIONS
 from switch.device import Device, config_from_dir
+from switch.fabric_egress import FabricEgress, parse_up_ports
 from switch.ports import PortError, Ports, parse_binding, parse_port_option, parse_range
 
 DEFAULT_P4RUNTIME = "127.0.0.1:9559"
@@ -47,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--egress-range", metavar="udp:HOST:BASE",
                    help="copies for a port N with no --port binding go to HOST:BASE+N as UDP payloads "
                         "(one sending socket for all of them)")
+    p.add_argument("--fabric", metavar="UP_PORTS", nargs="?", const="",
+                   help="a switch inside a network of switches (docs/routing.md): never send a "
+                        "copy back out of its ingress port, and send copies for the logical up "
+                        "port 511 out of one of UP_PORTS (comma-separated; none for a core)")
     p.add_argument("--impl", choices=IMPLEMENTATIONS, default="native", help="data plane (default native)")
     p.add_argument("--device-id", type=int, default=1, metavar="N", help="P4Runtime device id (default 1)")
     p.set_defaults(func=run)
@@ -62,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"camus switch serve: cannot load {args.pipeline}: {exc}", file=sys.stderr)
             return 2
     ports = Ports(device)
+    if args.fabric is not None:
+        try:
+            ports.fabric = FabricEgress(parse_up_ports(args.fabric))
+        except ValueError as exc:
+            print(f"camus switch serve: --fabric: {exc}", file=sys.stderr)
+            return 2
     server = None
     try:
         if args.egress_range is not None:

@@ -3,11 +3,11 @@
 `emit_program(pipeline)` writes the program (`compiler.p4.program`, controls in
 `compiler.p4.controls`); `write_p4(pipeline, entries, out)` writes `program.p4`,
 `p4info.txtpb` and `entries.txtpb` into a directory, which is what `camus compile --p4` and
-`python -m compiler.p4` (several specs in one program) call. The program needs a few entries
-beyond entries.json, derived from it (`compiler.p4.derived`: the all-ports multicast group
-and the egress membership tables for MoldUDP64); entries.txtpb includes them, and a
-controller writes them to a P4 target with `derived.for_target`. docs/p4.md describes the
-program, the MoldUDP64 design and its limits, and how to run it on bmv2.
+`python -m compiler.p4` (several specs in one program) call. The program needs exactly the
+entries of entries.json: port-bitmap decisions replicate through each application's one
+multicast group and egress prunes per copy, so no table or group is derived for the P4
+target. docs/p4.md describes the program, the MoldUDP64 design and its limits, and how to
+run it on bmv2.
 """
 
 from compiler.p4.program import emit_program

@@ -47,14 +47,17 @@ def build(apps: list[list[str]]) -> tuple[Pipeline, dict]:
     from compiler.rules import load_rules
     from compiler.spec import load_spec
 
-    applications, docs = [], []
+    applications, docs, widths = [], [], []
     for app in apps:
         spec = load_spec(app[0])
         rules = load_rules(app[1], spec) if len(app) > 1 else []
         c = compile_rules(spec, rules)
         applications.append(c.application)
         docs.append(c.entries)
-    return lowering.pipeline(applications), merge_entries(docs)
+        widths.append((c.pipeline.state_width, c.pipeline.ports_width))
+    # Every application's entries fit the widest state and bitmap any of them needs.
+    return (lowering.pipeline(applications, max(w for w, _ in widths), max(w for _, w in widths)),
+            merge_entries(docs))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,11 @@ def table(name: str, keys: list[tuple[str, str, str]], actions: tuple[str, ...])
             f"    }}\n")
 
 
+def port_bit(bitmap: str) -> str:
+    """A port bitmap's bit for this copy's egress port is set (a port past its width: not)."""
+    return f"(({bitmap} >> standard_metadata.egress_port) & 1) == 1"
+
+
 def indent(lines: list[str], n: int) -> list[str]:
     return [(" " * n + ln) if ln else ln for ln in lines]
 

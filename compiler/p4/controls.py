@@ -4,7 +4,9 @@ Ingress checks the frame the way switch/reference.py does (drops malformed and t
 IPv4/UDP), then runs the application its UDP port selects. A message walks the stages in IR
 order: each stage looks up `(meta.state, field)` and, on a miss, `(meta.state)` in its
 default table; `fwd` and `mcast` set `meta.decided`, which guards every later stage and the
-leaf. Traffic that no rule selected goes to `ipv4_lpm` unchanged.
+leaf. `mcast(ports)` multicasts through the application's one group and leaves its port
+bitmap in `meta.ports`; egress drops each copy whose port's bit is clear (port-bitmap egress
+pruning). Traffic that no rule selected goes to `ipv4_lpm` unchanged.
 
 MoldUDP64 applications evaluate one subscription message per pass and prune each copy in
 egress (`compiler.p4.moldudp64_pruning`). Egress rewrites the UDP port of every subscription copy
@@ -14,9 +16,8 @@ egress (`compiler.p4.moldudp64_pruning`). Egress rewrites the UDP port of every 
 from __future__ import annotations
 
 from compiler.p4 import moldudp64_pruning
-from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, indent, table, walk
+from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, indent, port_bit, table, walk
 from compiler.p4.layout import AppLayout
-from p4rt.names import MEMBER_ACTION
 from pipeline.model import Pipeline
 
 
@@ -43,12 +44,14 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
         standard_metadata.egress_spec = port;
         meta.decided = 1;
     }
-    action mcast(bit<16> group) {
-        standard_metadata.mcast_grp = group;
+    action mcast(bit<PORTS_WIDTH> ports) {
+        meta.ports = ports;
+        meta.multicast = 1;
         meta.decided = 1;
     }
 """
     actions = actions.replace("STATE_WIDTH", str(pipeline.state_width))
+    actions = actions.replace("PORTS_WIDTH", str(pipeline.ports_width))
     body = [
         "if (!hdr.ipv4.isValid()) {",
         "    drop();  // not IPv4 (no route), or too short for an IPv4 header",
@@ -66,7 +69,7 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
         cond = f"hdr.udp.isValid() && hdr.udp.dst_port == {a.port}"
         body.append(f"    {'if' if first else '} else if'} ({cond}) {{")
         first = False
-        inner = _single(a) if a.framing == "single" else moldudp64_pruning.ingress(a)
+        inner = _single(a) if a.framing == "single" else moldudp64_pruning.ingress(a, pipeline.ports_width)
         body += indent(inner, 8)
     if apps:
         body.append("    }")
@@ -88,7 +91,12 @@ def _single(a: AppLayout) -> list[str]:
     valid = " && ".join(f"hdr.{a.msg_instance(h.name)}.isValid()" for h in a.headers)
     return ([f"if ({valid} && hdr.udp.length >= {8 + a.message_bytes}) {{"]
             + indent(walk(a), 4)
-            + ["    if (meta.decided == 1) {"]
+            + ["    if (meta.decided == 1) {",
+               "        if (meta.multicast == 1) {",
+               "            // Every port the application's rules name; egress keeps the bitmap's.",
+               f"            standard_metadata.mcast_grp = {a.app.multicast_group};",
+               "            meta.prune = 1;",
+               "        }"]
             + indent(copy_lengths(None) + ["meta.rewrite = 1;", "meta.handled = 1;"], 8)
             + ["    }", "}"])
 
@@ -98,15 +106,14 @@ def egress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
                     [("standard_metadata.egress_port", "exact", "egress_port"),
                      ("standard_metadata.egress_rid", "exact", "egress_rid")], ("set_udp_port",))]
     body = []
+    if any(a.framing == "single" for a in apps):
+        body += ["if (meta.prune == 1 && !(" + port_bit("meta.ports") + ")) {",
+                 "    mark_to_drop(standard_metadata);  // the decision's bitmap does not select this port",
+                 "    meta.rewrite = 0;",
+                 "}"]
     for a in apps:
         if a.framing == "moldudp64":
-            tables += moldudp64_pruning.egress_tables(a)
             body += moldudp64_pruning.egress(a)
-    member = ""
-    if len(tables) > 1:  # declared only with the membership tables (p4c lists every action in P4Info)
-        member = (f"    action {MEMBER_ACTION}() {{\n"
-                  "        // Nothing to do: the membership tables answer by hitting.\n"
-                  "    }\n")
     body += ["if (meta.rewrite == 1) {",
              f"    {pipeline.egress_table}.apply();",
              "    hdr.udp.checksum = 0;  // allowed for IPv4; the payload changed",
@@ -116,5 +123,5 @@ def egress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
             "                    inout standard_metadata_t standard_metadata) {\n"
             "    action set_udp_port(bit<16> port) {\n"
             "        hdr.udp.dst_port = port;\n"
-            "    }\n" + member + "\n" + "\n".join(tables) + "\n"
+            "    }\n\n" + "\n".join(tables) + "\n"
             "    apply {\n" + "\n".join(indent(body, 8)) + "\n    }\n}\n")

@@ -9,8 +9,8 @@ header (`hdr.mold`) and, for each of `slots` message blocks, a length header
 length), or the whole block as opaque bytes otherwise (`hdr.itch_raw_3`). The message under
 evaluation is copied into metadata (`meta.msg_itch_order_stock`) because a table's key is fixed
 while the slot changes from pass to pass (docs/p4.md, "Several messages per packet"); each
-slot's decision is kept in metadata too (`meta.itch_dkind_3`, `meta.itch_dtarget_3`), and
-egress looks it up in that slot's membership table (`itch_member_3`).
+slot's decision is kept in metadata too (`meta.itch_dkind_3`, and its port bitmap
+`meta.itch_dports_3`), which egress tests against each copy's port.
 """
 
 from __future__ import annotations
@@ -112,10 +112,6 @@ class AppLayout:
     @property
     def tail_bits(self) -> int:
         return 8 * (self.block_bytes - self.message_bytes)
-
-    def member_table(self, slot: int) -> str:
-        """Egress's copy, for slot `slot`, of the group membership table (compiler.p4.derived)."""
-        return f"{self.name}_member_{slot}"
 
     def slot_instances(self, slot: int) -> list[str]:
         """Every header instance of one block, in wire order (the deparser's order)."""

@@ -1,44 +1,44 @@
 """MoldUDP64 in the generated program: one message per ingress pass, one pruned copy per replica.
 
 Ingress (`ingress`) evaluates the first subscription message at or after block
-`<app>_index`, records its decision (none, port, group) for its slot, and resubmits while
-another subscription message follows; the `@field_list(1)` metadata carries the index and
-the decisions across passes. The last pass sends the packet on:
+`<app>_index`, records its decision for its slot as a port bitmap (a `fwd(p)` decision is
+bit p, an `mcast(ports)` decision its bitmap), and resubmits while another subscription
+message follows; the `@field_list(1)` metadata carries the index and the decisions across
+passes. The last pass sends the packet on:
 
-* every decision the same (the common case, and every one-message packet): to that port or
-  group, with the decided blocks as the keep mask;
-* decisions differ: to the reserved all-ports group (`compiler.tables.ALL_PORTS_GROUP`,
-  replicas written by a controller from `compiler.p4.derived`), since v1model has no group
-  for the union of several port sets.
+* every decision `fwd` to one and the same port (the common case, and every one-message
+  packet decided by fwd): to that port, with the decided blocks as the keep mask;
+* otherwise (an `mcast` decision, or decisions that differ): to the application's
+  multicast group, which reaches every port its rules name (entries.json's one group), since
+  v1model has no group for a union of port sets computed per packet.
 
-Egress (`egress`) then works per copy: for a mixed packet it keeps block i iff the copy's
-`(egress_port, egress_rid)` is in decision i's port set (a port compares directly, a group
-asks slot i's membership table), and drops a copy that keeps nothing; every copy is then
-pruned the way docs/pipeline-ir.md ("Message semantics") says.
+Egress (`egress`) then works per copy: for a multicast packet it keeps block i iff bit
+`egress_port` of slot i's bitmap is set (and, for a fwd decision, the replica is
+`(port, 0)`), and drops a copy that keeps nothing: port-bitmap egress pruning, so no entry
+beyond entries.json is needed; every copy is then pruned the way docs/pipeline-ir.md
+("Message semantics") says.
 """
 
 from __future__ import annotations
 
-from compiler.p4.blocks import copy_lengths, indent, table, walk
+from compiler.p4.blocks import copy_lengths, indent, port_bit, walk
 from compiler.p4.layout import AppLayout
-from compiler.tables import ALL_PORTS_GROUP
-from p4rt.names import MEMBER_ACTION
 
 NO_SLOT = 255  # "no message evaluated in this pass"; slots are at most 32
 
 
-def metadata(a: AppLayout) -> list[tuple[str, str, bool, str]]:
+def metadata(a: AppLayout, ports_width: int) -> list[tuple[str, str, bool, str]]:
     """(type, field, kept across resubmission, comment) of an application's metadata."""
     out = [("bit<16>", a.meta("left"), False, "blocks the header announces and the parser has not read"),
            ("bit<32>", a.meta("bytes"), False, "bytes of the blocks parsed"),
            ("bit<8>", a.meta("index"), True, "the next pass evaluates from this block on"),
-           ("bit<2>", a.meta("kind"), True, "the first decision: 0 none yet, 1 fwd, 2 mcast"),
-           ("bit<16>", a.meta("target"), True, "its port or group"),
+           ("bit<2>", a.meta("kind"), True, "0 nothing decided yet, 1 every decision fwd, 2 some mcast"),
+           ("bit<16>", a.meta("target"), True, "the first fwd decision's port"),
            ("bit<1>", a.meta("mixed"), True, "some decision differs from the first"),
            ("bit<32>", a.meta("keep"), True, "bit i: block i goes into the copy")]
     for s in range(a.slots):
-        out += [("bit<2>", a.meta(f"dkind_{s}"), True, f"block {s}'s decision, as kind"),
-                ("bit<16>", a.meta(f"dtarget_{s}"), True, "and target")]
+        out += [("bit<2>", a.meta(f"dkind_{s}"), True, f"block {s}'s decision, as kind (1 fwd, 2 mcast)"),
+                (f"bit<{ports_width}>", a.meta(f"dports_{s}"), True, "and its port bitmap")]
     return out
 
 
@@ -50,7 +50,7 @@ def _valid(a: AppLayout, s: int) -> str:
     return " && ".join(f"hdr.{a.msg_instance(h.name, s)}.isValid()" for h in a.headers)
 
 
-def ingress(a: AppLayout) -> list[str]:
+def ingress(a: AppLayout, ports_width: int) -> list[str]:
     m = _m(a)
     out = [
         "if (hdr.udp.length < 28 || standard_metadata.parser_error == error.PacketTooShort",
@@ -73,16 +73,20 @@ def ingress(a: AppLayout) -> list[str]:
     out += [
         "        if (meta.decided == 1) {",
         "            bit<2> kind = 1;",
-        "            bit<16> target = (bit<16>)standard_metadata.egress_spec;",
-        "            if (standard_metadata.mcast_grp != 0) {",
+        f"            bit<{ports_width}> ports = meta.ports;",
+        "            if (meta.multicast == 1) {",
         "                kind = 2;",
-        "                target = standard_metadata.mcast_grp;",
+        "            } else {",
+        f"                ports = (bit<{ports_width}>)1 << standard_metadata.egress_spec;",
         "            }",
         f"            if ({m['kind']} == 0) {{",
         f"                {m['kind']} = kind;",
-        f"                {m['target']} = target;",
-        f"            }} else if ({m['kind']} != kind || {m['target']} != target) {{",
+        f"                {m['target']} = (bit<16>)standard_metadata.egress_spec;",
+        f"            }} else if (kind == 2 || {m['target']} != (bit<16>)standard_metadata.egress_spec) {{",
         f"                {m['mixed']} = 1;",
+        "            }",
+        "            if (kind == 2) {",
+        f"                {m['kind']} = 2;",
         "            }",
         f"            {m['keep']} = {m['keep']} | ((bit<32>)1 << slot);",
         "            // Egress needs every block's own decision when they differ.",
@@ -91,7 +95,7 @@ def ingress(a: AppLayout) -> list[str]:
         lead = "if" if s == 0 else "} else if"
         out += [f"            {lead} (slot == {s}) {{",
                 f"                meta.{a.meta(f'dkind_{s}')} = kind;",
-                f"                meta.{a.meta(f'dtarget_{s}')} = target;"]
+                f"                meta.{a.meta(f'dports_{s}')} = ports;"]
     out += [
         "            }",
         "        }",
@@ -107,15 +111,14 @@ def ingress(a: AppLayout) -> list[str]:
         "        meta.handled = 1;",
         "        resubmit_preserving_field_list(1);",
         f"    }} else if ({m['kind']} != 0) {{",
-        f"        if ({m['mixed']} == 1) {{",
-        "            // No group is the union of the decisions' port sets: every port any decision",
-        "            // can select gets a copy, and egress keeps in each what its port selected.",
-        f"            standard_metadata.mcast_grp = {ALL_PORTS_GROUP};",
-        f"        }} else if ({m['kind']} == 1) {{",
+        f"        if ({m['kind']} == 1 && {m['mixed']} == 0) {{",
         f"            standard_metadata.egress_spec = (bit<9>){m['target']};",
         "            standard_metadata.mcast_grp = 0;",
         "        } else {",
-        f"            standard_metadata.mcast_grp = {m['target']};",
+        "            // No group is the union of the decisions' port sets: the application's group",
+        "            // reaches every port, and egress keeps in each copy what its port selected.",
+        f"            standard_metadata.mcast_grp = {a.app.multicast_group};",
+        f"            {m['mixed']} = 1;",
         "        }",
         "        meta.rewrite = 1;  // egress prunes each copy",
         "        meta.handled = 1;",
@@ -125,34 +128,18 @@ def ingress(a: AppLayout) -> list[str]:
     return out
 
 
-def egress_tables(a: AppLayout) -> list[str]:
-    """Slot i's membership table: is the copy's replica in the group block i was decided to?"""
-    return [table(a.member_table(s),
-                  [(f"meta.{a.meta(f'dtarget_{s}')}", "exact", "group"),
-                   ("standard_metadata.egress_port", "exact", "egress_port"),
-                   ("standard_metadata.egress_rid", "exact", "egress_rid")], (MEMBER_ACTION,))
-            for s in range(a.slots)]
-
-
 def egress(a: AppLayout) -> list[str]:
     m = _m(a)
     out = [f"if (meta.rewrite == 1 && hdr.{a.mold}.isValid()) {{",
            f"    if ({m['mixed']} == 1) {{",
-           "        // A copy from the all-ports group: block i is kept iff decision i selects",
-           "        // this replica (a fwd decision is the replica (port, 0)).",
+           "        // A copy from the application's group: block i is kept iff decision i selects",
+           "        // this replica: its port's bit is set (and a fwd decision is the replica (port, 0)).",
            "        bit<32> keep = 0;"]
     for s in range(a.slots):
-        kind, target = f"meta.{a.meta(f'dkind_{s}')}", f"meta.{a.meta(f'dtarget_{s}')}"
-        bit = f"keep = keep | ((bit<32>)1 << {s});"
-        out += [f"        if ({kind} == 1) {{",
-                f"            if (standard_metadata.egress_port == (bit<9>){target}"
-                " && standard_metadata.egress_rid == 0) {",
-                f"                {bit}",
-                "            }",
-                f"        }} else if ({kind} == 2) {{",
-                f"            if ({a.member_table(s)}.apply().hit) {{",
-                f"                {bit}",
-                "            }",
+        kind, ports = f"meta.{a.meta(f'dkind_{s}')}", f"meta.{a.meta(f'dports_{s}')}"
+        out += [f"        if ({kind} == 2 && {port_bit(ports)}",
+                f"            || {kind} == 1 && {port_bit(ports)} && standard_metadata.egress_rid == 0) {{",
+                f"            keep = keep | ((bit<32>)1 << {s});",
                 "        }"]
     out += [f"        {m['keep']} = keep;",
             "    }",

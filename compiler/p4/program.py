@@ -34,7 +34,7 @@ def emit_program(pipeline: Pipeline, slots: int = DEFAULT_SLOTS) -> str:
     _check_names(apps)
     parts = [
         _preamble(pipeline, apps),
-        section("HEADERS"), _headers(apps, pipeline.state_width),
+        section("HEADERS"), _headers(apps, pipeline.state_width, pipeline.ports_width),
         section("PARSER"), _parser(apps),
         section("CHECKSUM VERIFICATION"), _verify_checksum(),
         section("INGRESS PROCESSING"), ingress(pipeline, apps),
@@ -83,7 +83,7 @@ def _header_type(name: str, fields: list[tuple[str, str]]) -> str:
     return f"header {name} {{\n{body}}}\n"
 
 
-def _headers(apps: list[AppLayout], state_width: int) -> str:
+def _headers(apps: list[AppLayout], state_width: int, ports_width: int) -> str:
     out = [
         _header_type("ethernet_t", [("bit<48>", "dst_addr"), ("bit<48>", "src_addr"),
                                     ("bit<16>", "ether_type")]),
@@ -101,6 +101,9 @@ def _headers(apps: list[AppLayout], state_width: int) -> str:
     meta = [
         f"    bit<{state_width}> state;       // the walk's state: 0 at the start of every message",
         "    bit<1>  decided;     // a fwd/mcast action ran: later stages and the leaf are skipped",
+        "    bit<1>  multicast;   // the decision was mcast(ports)",
+        f"    bit<{ports_width}> ports;  // its port bitmap: bit p selects port p",
+        "    bit<1>  prune;       // egress: drop a copy whose port's bit in `ports` is clear",
         "    bit<1>  handled;     // subscription copies were made (or a pass follows): no ipv4_lpm",
         "    bit<1>  rewrite;     // egress: rewrite the UDP port, zero the UDP checksum, truncate",
         "    bit<32> frame_len;   // bytes of a rewritten copy (truncation drops what follows)",
@@ -129,7 +132,7 @@ def _headers(apps: list[AppLayout], state_width: int) -> str:
             instances.append((f"{a.name}_raw_t", a.raw_instance(s)))
         meta.append(f"    // {a.app.name}: blocks parsed, and the evaluation passes (docs/p4.md);")
         meta.append("    // @field_list(1): kept across resubmission")
-        for t, name, kept, why in moldudp64_pruning.metadata(a):
+        for t, name, kept, why in moldudp64_pruning.metadata(a, ports_width):
             meta.append(f"    {'@field_list(1) ' if kept else ''}{t} {name};  // {why}")
         meta += [f"    bit<{f.width}> {a.key_expr(f)[len('meta.'):]};" for f in a.fields.values()]
     # p4c refuses a type, a header instance or a metadata field declared twice ("Duplicate

@@ -1,9 +1,8 @@
 """The program's P4Info and its entries as one P4Runtime WriteRequest, both in protobuf text.
 
-The P4Info is `p4rt.p4info.program_p4info`: the software switch's names plus the egress
-membership tables the program adds per MoldUDP64 slot, with the ids, aliases and
-annotations p4c writes for the program, so the P4Info p4c-bm2-ss writes for program.p4 and
-this one should be equal. entries.txtpb, whose ids are resolved by name through this P4Info
+The P4Info is `p4rt.p4info.program_p4info`: the software switch's names, with the ids,
+aliases and annotations p4c writes for the program, so the P4Info p4c-bm2-ss writes for
+program.p4 and this one should be equal. entries.txtpb, whose ids are resolved by name through this P4Info
 (`p4rt.entries`), is a WriteRequest a client can replay on bmv2 as it is (election id 1,
 device id 1). A controller still resolves every id by name from the P4Info the target
 reports (docs/p4.md).
@@ -15,7 +14,6 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from compiler.p4 import derived
 from compiler.p4.program import emit_program
 from p4rt.entries import multicast_entry, table_entry
 from p4rt.index import P4InfoIndex
@@ -27,20 +25,17 @@ from pipeline.model import Pipeline
 ELECTION_ID = 1  # `camus controller push`'s default election id
 
 
-def p4info_text(pipeline: Pipeline, slots: int = DEFAULT_SLOTS) -> str:
+def p4info_text(pipeline: Pipeline) -> str:
     """The P4Info as p4c writes `--p4runtime-files x.txtpb` (with its two header comments)."""
     return ("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
-            + text_format.MessageToString(program_p4info(pipeline, slots)))
+            + text_format.MessageToString(program_p4info(pipeline)))
 
 
-def entries_text(pipeline: Pipeline, entries: dict, slots: int = DEFAULT_SLOTS, device_id: int = 1) -> str:
-    """A WriteRequest inserting every multicast group, then every table entry (text format):
-    entries.json and the entries derived from it (`compiler.p4.derived.combined`).
-
-    Groups come first so that no `mcast` entry ever names a group the target lacks.
-    """
-    entries = derived.combined(pipeline, entries, slots)
-    index = P4InfoIndex(program_p4info(pipeline, slots))
+def entries_text(pipeline: Pipeline, entries: dict, device_id: int = 1) -> str:
+    """A WriteRequest inserting every multicast group, then every table entry of entries.json
+    (text format). Groups come first, so that no copy is ever multicast to a group the target
+    lacks."""
+    index = P4InfoIndex(program_p4info(pipeline))
     req = p4runtime_pb2.WriteRequest(device_id=device_id)
     req.election_id.low = ELECTION_ID  # what a primary with `camus controller push`'s default sends
     insert = p4runtime_pb2.Update.INSERT
@@ -58,9 +53,9 @@ def write_p4(pipeline: Pipeline, entries: dict | None, out: str | Path, slots: i
     """Write program.p4, p4info.txtpb and (with entries) entries.txtpb; the names written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    files = {"program.p4": emit_program(pipeline, slots), "p4info.txtpb": p4info_text(pipeline, slots)}
+    files = {"program.p4": emit_program(pipeline, slots), "p4info.txtpb": p4info_text(pipeline)}
     if entries is not None:
-        files["entries.txtpb"] = entries_text(pipeline, entries, slots)
+        files["entries.txtpb"] = entries_text(pipeline, entries)
     for name, text in files.items():
         (out / name).write_text(text)
     return list(files)

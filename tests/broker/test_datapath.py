@@ -127,7 +127,7 @@ def test_a_refused_incremental_write_falls_back_to_a_full_reload():
     a, b = dp.allocate_port(), dp.allocate_port()
     dp.subscribe(a, 1)
     dp.sync()
-    dp.entries = {"camus_entries": 1, "table_entries": [], "multicast_groups": []}  # out of step
+    dp.entries = {"camus_entries": 2, "table_entries": [], "multicast_groups": []}  # out of step
     dp.subscribe(b, 1, frozenset([0]))
     dp.sync()  # inserting what the switch already holds is refused; the reload repairs it
     out = delivered(dp.send, 1, 0, None, [Record(0, 1, None, b"x")])

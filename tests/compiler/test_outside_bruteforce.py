@@ -466,16 +466,22 @@ def test_unwritable_out_is_an_error_not_a_traceback(tmp_path):
     assert rc == 2 and "Traceback" not in err and "cannot write" in err, err
 
 
-def test_too_many_multicast_groups_is_an_error_not_a_traceback(tmp_path, monkeypatch):
-    # 17 independent one-port rules need 2^17 port sets; with 2-bit group ids, 3 rules do.
-    import compiler.tables
-
-    monkeypatch.setattr(compiler.tables, "GROUP_BITS", 2)
+def test_any_number_of_port_sets_needs_one_multicast_group(tmp_path):
+    """16 independent one-port rules make 2^16 - 16 - 1 multi-port sets: once one group each
+    (more than bmv2's 32,767 ids, refused), now bitmaps through one group."""
     spec, rules = tmp_path / "s.p4", tmp_path / "r.rules"
-    spec.write_text(BAD_SPEC)
-    rules.write_text("a == 1 : fwd(1)\nb == 1 : fwd(2)\nc == 1 : fwd(3)\n")
+    spec.write_text("header m { " + " ".join(f"bit<8> f{i};" for i in range(16)) + " }\n"
+                    + "".join(f"@pragma query_field_exact(m.f{i})\n" for i in range(16)))
+    rules.write_text("".join(f"f{i} == 1 : fwd({i + 1})\n" for i in range(16)))
     rc, out, err = o.camus(["compile", str(spec), str(rules), "--out", str(tmp_path / "o")], subprocess_mode=False)
-    assert rc == 2 and "Traceback" not in err and "multicast groups" in err, err
+    assert rc == 0, err
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert stats["multicast_groups"] == 1
+    entries = json.loads((tmp_path / "o" / "entries.json").read_text())
+    (group,) = entries["multicast_groups"]
+    assert 1 <= group["id"] <= 32767 and [r["port"] for r in group["replicas"]] == list(range(1, 17))
+    bitmaps = {e["params"]["ports"] for e in entries["table_entries"] if e["action"] == "mcast"}
+    assert len(bitmaps) == 2 ** 16 - 16 - 1  # every set of two or more of the 16 ports
 
 
 def test_eval_takes_whole_messages(tmp_path):

@@ -5,8 +5,8 @@ skips unless the tool is on PATH; on such machines nothing here has ever run, an
 claims the programs compile. Where p4c exists: every golden program compiles, and p4c's
 P4Info has the tables, keys, actions and parameters ours has, with the same ids and aliases
 (the controller resolves names all the same). Where simple_switch_grpc exists too: the controller's `push`
-writes each program and its entries plus the derived ones (`compiler.p4.derived.for_target`,
-which a controller must call for a P4 target), and packets within the documented limits
+writes each program and entries.json as it is (port-bitmap decisions need nothing derived
+for a P4 target), and packets within the documented limits
 (docs/p4.md), messages decided differently in one packet included, come out of bmv2 as they
 come out of the software switch (bmv2's `--use-files` pcap ports, so no root
 and no veth pairs are needed).
@@ -127,7 +127,6 @@ def bmv2(tmp_path: Path, ports=range(1, 5)):
 def bmv2_outputs(c, packets: list[bytes], work: Path, ports=range(1, 5)) -> dict[int, list[bytes]]:
     """`packets` into port 0 of bmv2 running p4c's compile of `c`'s program, its entries
     (plus the derived ones) pushed by the controller; per port, the copies in order."""
-    from compiler.p4.derived import for_target
     from controller.p4runtime_client import P4RuntimeClient
     from controller.push import push
     from switch.pcap import read_pcap, write_pcap
@@ -139,7 +138,7 @@ def bmv2_outputs(c, packets: list[bytes], work: Path, ports=range(1, 5)) -> dict
         config = TargetConfig.from_files(p4info_path, json_path)
         with P4RuntimeClient(target, timeout=20) as client:
             client.arbitrate()
-            push(client, config, for_target(c.pipeline, c.entries, config.p4info))
+            push(client, config, c.entries)
         time.sleep(12)  # bmv2 starts reading p0_in.pcap 8 s after start
     out = {}
     for p in ports:
@@ -211,7 +210,7 @@ def test_bmv2_packets_are_selected_and_pruned_by_the_software_switch():
 
 
 def test_our_p4info_is_what_the_golden_files_hold():
-    """The P4Info the bmv2 test compares p4c's with: the software switch's names plus the membership tables."""
+    """The P4Info the bmv2 test compares p4c's with: the software switch's names and ids."""
     import json
 
     for case in sorted(SPECS):

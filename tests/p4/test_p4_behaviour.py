@@ -3,10 +3,10 @@
 Random and hand-picked frames go through the emitted program text (interpreted: no p4c
 here) and through the software switch's reference data plane with the same entries plus an
 IPv4 route and UDP port rewrites; the outputs must be byte-identical wherever docs/p4.md
-says the program agrees with the software switch. The program also gets the entries derived
-from entries.json (`compiler.p4.derived`: the all-ports group and the membership tables), as
-a controller writes them to a P4 target; the software switch gets entries.json alone. The
-documented limits (slots, block length) are pinned as what the program does instead.
+says the program agrees with the software switch. Both get the same entries: entries.json
+(port-bitmap decisions and the application's one group need nothing derived for the P4
+target). The documented limits (slots, block length) are pinned as what the program does
+instead.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import pytest
 
 from compiler.compile import compile_files
 from compiler.p4 import emit_program
-from compiler.p4.derived import combined
 from switch.dataplane import load
 from switch.packet import mold_payload, udp_frame
 from tests.p4.p4_interp import Interpreter
@@ -37,10 +36,10 @@ STOCKS = [b"GOOGL", b"MSFT", b"AAPL", b"IBM"]
 
 
 def _targets(pipeline: dict, entries: dict, slots: int = 8) -> tuple[Interpreter, object]:
-    """The program (entries.json plus derived entries) and the software switch (entries.json)."""
+    """The program and the software switch, holding the same entries."""
     entries = json.loads(json.dumps(entries))
     entries["table_entries"] += [ROUTE, REWRITE]
-    program = Interpreter(emit_program(pipeline, slots), combined(pipeline, entries, slots))
+    program = Interpreter(emit_program(pipeline, slots), entries)
     return program, load(pipeline, entries, impl="python")
 
 
@@ -109,7 +108,7 @@ def test_itch_random_packets_match_the_software_switch():
     assert multi > 40 and mixed > 30  # pruned copies, and per-port copies of mixed packets
 
 
-def _random_itch_rules(rng: random.Random) -> str:
+def _random_itch_rules(rng: random.Random, ports: list[int] | None = None) -> str:
     lines = []
     for _ in range(rng.randint(2, 7)):
         atoms = []
@@ -121,8 +120,8 @@ def _random_itch_rules(rng: random.Random) -> str:
             atoms.append(f"shares >= {rng.choice([100, 1000, 10000])}")
         if rng.random() < 0.3:
             atoms.append(f'buy_sell_indicator == "{rng.choice("BS")}"')
-        ports = sorted(rng.sample(range(1, 7), rng.randint(1, 3)))
-        lines.append(f"{' and '.join(atoms) or 'true'} : fwd({', '.join(map(str, ports))})")
+        chosen = sorted(rng.sample(ports or range(1, 7), rng.randint(1, 3)))
+        lines.append(f"{' and '.join(atoms) or 'true'} : fwd({', '.join(map(str, chosen))})")
     return "\n".join(lines) + "\n"
 
 
@@ -138,9 +137,22 @@ def test_itch_random_rules_with_many_groups_match_the_software_switch(seed):
     _random_packets(c, interp, ref, rng, 40, slots)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_itch_bitmaps_of_wide_port_numbers_match_the_software_switch(seed):
+    """Ports up to 511: the program's bitmaps are hundreds of bits wide, and the egress bit
+    test shifts by the copy's port."""
+    from compiler.compile import compile_text
+
+    rng = random.Random(200 + seed)
+    c = compile_text((ROOT / SPECS["itch"]).read_text(),
+                     _random_itch_rules(rng, [1, 63, 64, 65, 130, 300, 511]), name="itch")
+    interp, ref = _targets(c.pipeline, c.entries, 4)
+    _random_packets(c, interp, ref, rng, 30, 4)
+
+
 def test_itch_messages_decided_differently_each_reach_their_ports():
-    """GOOGL to port 1, MSFT to port 2, AAPL to the group {2, 3}: one copy per port, each with
-    exactly its messages (placeholders between them), through the all-ports group."""
+    """GOOGL to port 1, MSFT to port 2, AAPL to the ports {2, 3}: one copy per port, each with
+    exactly its messages (placeholders between them), through the application's group."""
     c, interp, ref = _setup("itch")
     blocks = [add_order(b"GOOGL", 1, 1), add_order(b"MSFT", 1, 4000000), b"S" + bytes(11),
               add_order(b"AAPL", 5000, 1)]
@@ -156,15 +168,23 @@ def test_itch_messages_decided_differently_each_reach_their_ports():
     assert kept[3] == blocks[3:]
 
 
-def test_without_the_derived_entries_mixed_packets_reach_nobody():
-    """What a controller that writes only entries.json to a P4 target gets (docs/p4.md)."""
-    c = compile_files(ROOT / SPECS["itch"], GOLDEN / "itch" / "rules.txt")
-    interp = Interpreter(emit_program(c.pipeline), c.entries)
-    frame = udp_frame(mold_payload(SESSION, 10, [add_order(b"GOOGL", 1, 1), add_order(b"MSFT", 1, 4000000)]),
-                      dst_port=1234)
-    assert interp.process(frame, 0) == []
-    one = udp_frame(mold_payload(SESSION, 10, [add_order(b"GOOGL", 1, 1)]), dst_port=1234)
-    assert [p for p, _ in interp.process(one, 0)] == [1]  # one decision: no derived entry needed
+def test_the_group_replicas_a_bitmap_leaves_out_are_dropped_in_egress():
+    """The application's group reaches ports no decision of this packet selects (4, 5, 6 and,
+    for single framing, every port but the bitmap's): egress drops those copies, so the
+    program sends exactly what the software switch sends, with one group for all decisions."""
+    from compiler.compile import compile_text
+
+    rules = "stock == \"GOOGL\" : fwd(1, 2)\nstock == \"MSFT\" : fwd(2, 3)\nshares > 5 : fwd(6)\n"
+    c = compile_text((ROOT / SPECS["itch"]).read_text(), rules, name="itch")
+    (group,) = c.entries["multicast_groups"]
+    assert [r["port"] for r in group["replicas"]] == [1, 2, 3, 6]
+    interp, ref = _targets(c.pipeline, c.entries)
+    for blocks in ([add_order(b"GOOGL", 1, 1)], [add_order(b"GOOGL", 1, 1), add_order(b"MSFT", 1, 1)],
+                   [add_order(b"IBM", 1, 1), add_order(b"MSFT", 1, 1)]):
+        frame = udp_frame(mold_payload(SESSION, 10, blocks), dst_port=1234)
+        got = interp.process(frame, 0)
+        assert got == ref.process(frame, 0)
+        assert 6 not in [p for p, _ in got]
 
 
 @pytest.mark.parametrize("frame", [

@@ -53,7 +53,8 @@ def test_golden_three_applications_in_one_program(tmp_path):
 
 
 def test_entries_name_only_tables_and_groups_of_the_program():
-    """Every table id in entries.txtpb is a table of the golden P4Info, every mcast group is inserted."""
+    """Every table id in entries.txtpb is a table of the golden P4Info; the applications'
+    groups (one each, whatever the port sets) are inserted, within bmv2's ids 1..32767."""
     from google.protobuf import text_format
 
     from p4rt.protos import p4info_pb2, p4runtime_pb2
@@ -64,16 +65,11 @@ def test_entries_name_only_tables_and_groups_of_the_program():
         tables = {t.preamble.id for t in info.tables}
         groups = {u.entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
                   for u in req.updates if u.entity.HasField("packet_replication_engine_entry")}
-        mcast = next(x.preamble.id for x in info.actions if x.preamble.name.endswith(".mcast"))
-        used = set()
         for u in req.updates:
             assert u.type == p4runtime_pb2.Update.INSERT
             if u.entity.HasField("table_entry"):
                 assert u.entity.table_entry.table_id in tables
-                a = u.entity.table_entry.action.action
-                if a.action_id == mcast:
-                    used.add(int.from_bytes(a.params[0].value, "big"))
-        assert used <= groups and groups, case
+        assert len(groups) == 1 and all(1 <= g <= 32767 for g in groups), case
 
 
 def test_camus_compile_p4_writes_the_three_files(tmp_path):

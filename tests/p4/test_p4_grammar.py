@@ -6,6 +6,8 @@ Syntax only: types, scoping and p4c's back end rules are docs/p4.md's audit and 
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pytest
@@ -54,7 +56,7 @@ def test_a_syntax_mistake_is_rejected(name):
 def test_names_the_grammar_allows_are_accepted():
     """`state` (metadata field, action parameter) is a `nonTypeName` in the grammar; `>>` closes
     two type argument lists."""
-    assert "bit<32> state;" in KAFKA and "action set_state(bit<32> state)" in KAFKA
+    assert re.search(r"bit<\d+> state;", KAFKA) and re.search(r"action set_state\(bit<\d+> state\)", KAFKA)
     parse(KAFKA.replace("transition accept;\n    }\n}", "transition select(packet.lookahead<bit<8>>()) "
                                                        "{ default: accept; }\n    }\n}", 1))
 

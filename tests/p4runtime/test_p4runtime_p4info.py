@@ -28,7 +28,7 @@ def test_names_ids_and_widths_follow_the_contract():
         t = tables[f"CamusIngress.{stage.table}"]
         kind = {"exact": MF.EXACT, "range": MF.RANGE}[stage.match_kind]
         assert [(f.id, f.name, f.bitwidth, f.match_type) for f in t.match_fields] == \
-            [(1, "state", 32, MF.EXACT), (2, stage.field.name, stage.field.width, kind)]
+            [(1, "state", c.pipeline.state_width, MF.EXACT), (2, stage.field.name, stage.field.width, kind)]
         d = tables[f"CamusIngress.{stage.default_table}"]
         assert [(f.id, f.name) for f in d.match_fields] == [(1, "state")]
     assert f"CamusIngress.{app.leaf_table}" in tables
@@ -37,9 +37,9 @@ def test_names_ids_and_widths_follow_the_contract():
     egress = tables["CamusEgress.egress_udp_rewrite"]
     assert [(f.id, f.name, f.bitwidth) for f in egress.match_fields] == [(1, "egress_port", 9), (2, "egress_rid", 16)]
     actions = {a.preamble.name: [(p.id, p.name, p.bitwidth) for p in a.params] for a in info.actions}
-    assert actions["CamusIngress.set_state"] == [(1, "state", 32)]
+    assert actions["CamusIngress.set_state"] == [(1, "state", c.pipeline.state_width)]
     assert actions["CamusIngress.fwd"] == [(1, "port", 9)]
-    assert actions["CamusIngress.mcast"] == [(1, "group", 16)]
+    assert actions["CamusIngress.mcast"] == [(1, "ports", c.pipeline.ports_width)]  # a port bitmap
     assert actions["CamusIngress.drop"] == []
     assert actions["CamusEgress.set_udp_port"] == [(1, "port", 16)]
     assert all(t.preamble.id >> 24 == p4info_pb2.P4Ids.TABLE for t in info.tables)
@@ -90,7 +90,7 @@ def test_every_compiled_entry_round_trips_and_dont_cares_are_omitted():
 
 
 FLAT = {  # single framing: key (32 bits, lpm), flags (16 bits, ternary)
-    "camus_ir": 1, "state_width": 32, "ipv4_table": "ipv4_lpm", "egress_table": "egress_udp_rewrite",
+    "camus_ir": 2, "state_width": 32, "ports_width": 512, "ipv4_table": "ipv4_lpm", "egress_table": "egress_udp_rewrite",
     "applications": [{
         "name": "flat", "udp_port": 5555, "framing": "single",
         "message": {"headers": [{"name": "m", "bit_offset": 0, "bits": 64, "fields": [
@@ -101,6 +101,7 @@ FLAT = {  # single framing: key (32 bits, lpm), flags (16 bits, ternary)
                    {"table": "flat_flags", "default_table": "flat_flags_default", "field": "m.flags",
                     "match_kind": "ternary"}],
         "leaf_table": "flat_leaf",
+        "multicast_group": 1,
     }],
 }
 

@@ -42,7 +42,11 @@ def test_validation_names_the_first_problem():
 def test_action_widths_are_the_p4_programs():
     c = compile_files(ROOT / SPECS["itch"], GOLDEN / "p4" / "itch" / "rules.txt")
     widths = {a.name: [p.width for p in a.params] for a in c.pipeline.actions.values()}
-    assert widths == {"set_state": [32], "fwd": [9], "mcast": [16], "drop": [], "set_udp_port": [16]}
+    # The state and the port bitmap are as wide as these rules need: few states, ports 1..4.
+    assert widths == {"set_state": [16], "fwd": [9], "mcast": [5], "drop": [], "set_udp_port": [16]}
+    static = compile_files(ROOT / SPECS["itch"], GOLDEN / "p4" / "itch" / "rules.txt", static=True)
+    assert static.pipeline.actions["mcast"].params[0].width == 512  # a bit for every port
+    assert static.pipeline.state_width == 32
     leaf = c.application.leaf_table
     with pytest.raises(EntryError, match="does not fit in 9 bits"):
         parse_entry(c.pipeline, {"table": leaf, "match": {"state": {"exact": 0}}, "action": "fwd",

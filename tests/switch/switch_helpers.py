@@ -21,9 +21,13 @@ ITCH_FIELDS = [  # ITCH 5.0 Add Order ('A'), 36 bytes
     ("shares", 160, 32), ("stock", 192, 64), ("price", 256, 32),
 ]
 
+ITCH_GROUP = 7  # the applications' multicast groups: mcast decisions replicate through them
+FLAT_GROUP = 8
+
 ITCH_PIPELINE = {
-    "camus_ir": 1,
+    "camus_ir": 2,
     "state_width": 32,
+    "ports_width": 512,
     "applications": [{
         "name": "itch",
         "udp_port": ITCH_PORT,
@@ -51,6 +55,7 @@ ITCH_PIPELINE = {
              "field": "itch_order.price", "match_kind": "range"},
         ],
         "leaf_table": "itch_leaf",
+        "multicast_group": ITCH_GROUP,
     }],
     "ipv4_table": "ipv4_lpm",
     "egress_table": "egress_udp_rewrite",
@@ -58,8 +63,9 @@ ITCH_PIPELINE = {
 
 # A single-framed 8-byte message: key (32 bits, lpm) then flags (16 bits, ternary), then pad.
 FLAT_PIPELINE = {
-    "camus_ir": 1,
+    "camus_ir": 2,
     "state_width": 16,
+    "ports_width": 512,
     "applications": [{
         "name": "flat",
         "udp_port": FLAT_PORT,
@@ -76,6 +82,7 @@ FLAT_PIPELINE = {
              "match_kind": "ternary"},
         ],
         "leaf_table": "flat_leaf",
+        "multicast_group": FLAT_GROUP,
     }],
     "ipv4_table": "ipv4_lpm",
     "egress_table": "egress_udp_rewrite",
@@ -114,8 +121,14 @@ def stage(table: str, state: int, field: str, match: dict, next_state: int, prio
     return e
 
 
+def bits(*ports: int) -> int:
+    """An mcast decision's port bitmap."""
+    return sum(1 << p for p in set(ports))
+
+
 def leaf(table: str, state: int, action: str, value: int) -> dict:
-    key = "port" if action == "fwd" else "group"
+    """A fwd(port) or mcast(ports) entry; for mcast, `value` is the port bitmap (`bits`)."""
+    key = "port" if action == "fwd" else "ports"
     return {"table": table, "match": {"state": {"exact": state}}, "action": action, "params": {key: value}}
 
 

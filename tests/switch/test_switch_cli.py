@@ -58,7 +58,7 @@ def write_pipeline(directory, entries):
 
 def test_camus_switch_run_as_a_command(tmp_path):
     """The installed entry point end to end: one pcap in, per-port pcaps and counters out."""
-    write_pipeline(tmp_path / "pipe", {"camus_entries": 1, "table_entries": [
+    write_pipeline(tmp_path / "pipe", {"camus_entries": 2, "table_entries": [
         stage("itch_stock", 0, "itch_order.stock", {"exact": ascii_int("AAPL")}, 1),
         leaf("itch_leaf", 1, "fwd", 3), leaf("itch_leaf", 0, "fwd", 4)]})
     frames = [itch_frame([add_order("AAPL", 1), add_order("IBM", 2)], seq=10), b"junk",
@@ -81,7 +81,7 @@ def test_camus_switch_run_as_a_command(tmp_path):
 def test_switch_run_processes_a_truncated_capture_and_reports_it(tmp_path, capsys):
     from camus.cli import main
 
-    write_pipeline(tmp_path / "pipe", {"camus_entries": 1, "table_entries": [
+    write_pipeline(tmp_path / "pipe", {"camus_entries": 2, "table_entries": [
         leaf("itch_leaf", 0, "fwd", 4)]})
     write_pcap(str(tmp_path / "in.pcap"), [Record(i, 0, itch_frame([add_order("IBM", i)], seq=i))
                                           for i in range(3)])
@@ -99,7 +99,7 @@ def test_switch_run_processes_a_truncated_capture_and_reports_it(tmp_path, capsy
 def test_switch_run_reports_bad_inputs(tmp_path, capsys):
     from camus.cli import main
 
-    write_pipeline(tmp_path / "pipe", {"camus_entries": 1, "table_entries": [{"table": "nope"}]})
+    write_pipeline(tmp_path / "pipe", {"camus_entries": 2, "table_entries": [{"table": "nope"}]})
     (tmp_path / "in.pcap").write_bytes(b"not a pcap at all, sorry")
     args = ["switch", "run", "--pipeline", str(tmp_path / "pipe"), "--pcap-in", str(tmp_path / "in.pcap"),
             "--out-dir", str(tmp_path / "out")]

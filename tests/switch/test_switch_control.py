@@ -6,7 +6,7 @@ import pytest
 
 from switch.dataplane import load, new
 from pipeline.model import EntryError, PipelineError
-from switch_helpers import ITCH_PIPELINE, add_order, ascii_int, itch_frame, leaf, rewrite, route, stage
+from switch_helpers import ITCH_GROUP, ITCH_PIPELINE, add_order, ascii_int, bits, itch_frame, leaf, rewrite, route, stage
 
 MAX32 = (1 << 32) - 1
 
@@ -20,17 +20,19 @@ def ports_for(dp, msg) -> list[int]:
 
 
 def test_insert_modify_delete_change_forwarding(impl):
-    dp = load(ITCH_PIPELINE, {"camus_entries": 1, "table_entries": [leaf("itch_leaf", 0, "fwd", 1)]}, impl=impl)
+    dp = load(ITCH_PIPELINE, {"camus_entries": 2, "table_entries": [leaf("itch_leaf", 0, "fwd", 1)]}, impl=impl)
     assert ports_for(dp, add_order("X", 1)) == [1]
     dp.modify(leaf("itch_leaf", 0, "fwd", 2))
     assert ports_for(dp, add_order("X", 1)) == [2]
     dp.insert(price(0, 100, MAX32, 5))
-    dp.insert(leaf("itch_leaf", 5, "mcast", 9))
-    dp.set_group(9, [(3, 0), (4, 0)])
+    dp.insert(leaf("itch_leaf", 5, "mcast", bits(3, 4, 6)))
+    dp.set_group(ITCH_GROUP, [(3, 0), (4, 0)])
     assert ports_for(dp, add_order("X", 100)) == [3, 4]
-    dp.set_group(9, [(6, 0)])
+    dp.set_group(ITCH_GROUP, [(6, 0), (7, 0)])  # 7 is in the group, not in the bitmap
     assert ports_for(dp, add_order("X", 100)) == [6]
-    dp.delete_group(9)
+    dp.modify(leaf("itch_leaf", 5, "mcast", bits(7)))
+    assert ports_for(dp, add_order("X", 100)) == [7]
+    dp.delete_group(ITCH_GROUP)
     assert ports_for(dp, add_order("X", 100)) == []  # selected nothing, and no IPv4 route
     dp.delete({"table": "itch_price", "priority": 1,
                "match": {"state": {"exact": 0}, "itch_order.price": {"range": [100, MAX32]}}})
@@ -76,6 +78,9 @@ def test_overlapping_ranges_in_one_state_are_refused(impl):
     ({"table": "egress_udp_rewrite", "match": {"egress_port": {"exact": 1}}, "action": "set_udp_port",
       "params": {"port": 1}}, "missing match key"),
     (rewrite(1, 0, 70000), "does not fit"),
+    (leaf("itch_leaf", 0, "mcast", 1 << 512), "does not fit"),  # ports are 0..511
+    ({"table": "itch_leaf", "match": {"state": {"exact": 0}}, "action": "mcast", "params": {"group": 1}},
+     "takes exactly"),  # the camus_entries 1 shape
 ])
 def test_invalid_entries_are_refused_with_a_reason(impl, entry, message):
     with pytest.raises(EntryError, match=message):
@@ -95,7 +100,8 @@ def test_short_key_names_and_metadata_prefixes_are_accepted(impl):
 
 def test_bad_pipelines_are_refused():
     for change, message in [
-        ({"camus_ir": 2}, "camus_ir"),
+        ({"camus_ir": 1}, "camus_ir"),
+        ({"ports_width": 513}, "ports_width"),
         ({"state_width": 0}, "state_width"),
         ({"ipv4_table": "itch_leaf"}, "used twice"),
     ]:
@@ -105,3 +111,15 @@ def test_bad_pipelines_are_refused():
         {"table": "t", "default_table": "d", "field": "itch_order.nope", "match_kind": "exact"}])
     with pytest.raises(PipelineError, match="not a message field"):
         new(ITCH_PIPELINE | {"applications": [app]}, "python")
+
+
+@pytest.mark.parametrize("gid", [0, 32768, 0xFFFF])
+def test_group_ids_outside_what_bmv2_accepts_are_refused(impl, gid):
+    """Issue 18: bmv2's P4Runtime server refuses group ids from 32768 on; 0 means no group."""
+    with pytest.raises(EntryError, match=r"not in 1\.\.32767"):
+        new(ITCH_PIPELINE, impl).set_group(gid, [(1, 0)])
+    with pytest.raises(EntryError, match=r"not in 1\.\.32767"):
+        load(ITCH_PIPELINE, {"camus_entries": 2, "multicast_groups": [{"id": gid, "replicas": []}]}, impl=impl)
+    app = dict(ITCH_PIPELINE["applications"][0], multicast_group=gid)
+    with pytest.raises(PipelineError, match="multicast group ids"):
+        new(ITCH_PIPELINE | {"applications": [app]}, impl)

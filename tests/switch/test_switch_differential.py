@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from switch.dataplane import load
 from pipeline.model import EntryError
 from switch.packet import udp_frame
-from switch_helpers import FLAT_PIPELINE, FLAT_PORT, ITCH_PIPELINE, add_order, ascii_int, itch_frame
+from switch_helpers import FLAT_GROUP, FLAT_PIPELINE, FLAT_PORT, ITCH_GROUP, ITCH_PIPELINE, add_order, ascii_int, itch_frame
 
 STATES = st.integers(0, 3)
 SYMBOLS = ["AAPL", "IBM", "MSFT"]
@@ -20,7 +20,7 @@ SYMBOLS = ["AAPL", "IBM", "MSFT"]
 def action(kind_of_table: str):
     finals = st.one_of(
         st.builds(lambda p: ("fwd", {"port": p}), st.integers(1, 4)),
-        st.builds(lambda g: ("mcast", {"group": g}), st.integers(1, 3)),
+        st.builds(lambda b: ("mcast", {"ports": b}), st.integers(0, 63)),  # a bitmap of ports 0..5
     )
     if kind_of_table == "leaf":
         return finals
@@ -49,7 +49,8 @@ def field_key(field: str, kind: str, values):
     return st.builds(lambda v, m: {field: {"ternary": [v, m]}}, values, st.sampled_from([0, 1, 3, 0xF0, 0xFFFF]))
 
 
-groups = st.lists(st.tuples(st.integers(1, 3), st.sets(st.tuples(st.integers(1, 4), st.integers(0, 2)), max_size=3)),
+# The applications' groups (ITCH_GROUP, FLAT_GROUP) and another that no decision reaches.
+groups = st.lists(st.tuples(st.sampled_from([ITCH_GROUP, FLAT_GROUP, 3]), st.sets(st.tuples(st.integers(1, 4), st.integers(0, 2)), max_size=3)),
                   max_size=3)
 
 prices = st.integers(0, 40)

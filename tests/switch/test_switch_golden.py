@@ -9,7 +9,7 @@ import pytest
 from switch.dataplane import load
 from switch.packet import read_mold, read_udp, udp_frame
 from switch_helpers import (
-    FLAT_PIPELINE, FLAT_PORT, ITCH_PIPELINE, SESSION, add_order, ascii_int, itch_frame, leaf, rewrite,
+    FLAT_PIPELINE, FLAT_PORT, ITCH_GROUP, ITCH_PIPELINE, SESSION, add_order, ascii_int, bits, itch_frame, leaf, rewrite,
     route, stage,
 )
 
@@ -19,7 +19,7 @@ DELETE_ORDER = b"D" + bytes(18)  # a 19-byte ITCH message that is not a subscrip
 
 def itch_entries() -> dict:
     return {
-        "camus_entries": 1,
+        "camus_entries": 2,
         "table_entries": [
             stage("itch_stock", 0, "itch_order.stock", {"exact": ascii_int("GOOGL")}, 1),
             stage("itch_stock", 0, "itch_order.stock", {"exact": ascii_int("AAPL")}, 2),
@@ -28,15 +28,16 @@ def itch_entries() -> dict:
              "params": {"state": 4}},
             {"table": "itch_price_default", "match": {"state": {"exact": 2}}, "action": "set_state",
              "params": {"state": 5}},
-            leaf("itch_leaf", 3, "mcast", 10),
+            leaf("itch_leaf", 3, "mcast", bits(1, 2, 3)),
             leaf("itch_leaf", 4, "fwd", 1),
             leaf("itch_leaf", 5, "fwd", 2),
             rewrite(3, 7, 9000),
             route(0xE8000000, 8, 9),
             route(0x0A000000, 8, 8),
         ],
-        "multicast_groups": [{"id": 10, "replicas": [{"port": 1, "rid": 0}, {"port": 2, "rid": 0},
-                                                      {"port": 3, "rid": 7}]}],
+        # The application's group reaches port 4 too: its copy is pruned (bit 4 is clear).
+        "multicast_groups": [{"id": ITCH_GROUP, "replicas": [{"port": 1, "rid": 0}, {"port": 2, "rid": 0},
+                                                              {"port": 3, "rid": 7}, {"port": 4, "rid": 0}]}],
     }
 
 
@@ -157,7 +158,7 @@ def flat_frame(key: int, flags: int) -> bytes:
 
 
 def test_lpm_and_ternary_stages(impl):
-    entries = {"camus_entries": 1, "table_entries": [
+    entries = {"camus_entries": 2, "table_entries": [
         stage("flat_key", 0, "m.key", {"lpm": [0x0A000000, 8]}, 1),
         stage("flat_key", 0, "m.key", {"lpm": [0x0A010000, 16]}, 2),
         stage("flat_flags", 1, "m.flags", {"ternary": [0x0001, 0x0001]}, 3, priority=10),
@@ -176,14 +177,14 @@ def test_lpm_and_ternary_stages(impl):
 
 
 def test_a_stage_can_decide_and_skip_later_stages_and_leaf(impl):
-    entries = {"camus_entries": 1, "table_entries": [
+    entries = {"camus_entries": 2, "table_entries": [
         {"table": "itch_stock", "match": {"state": {"exact": 0}, "itch_order.stock": {"exact": ascii_int("IBM")}},
-         "action": "mcast", "params": {"group": 5}},
+         "action": "mcast", "params": {"ports": bits(2)}},
         {"table": "itch_stock_default", "match": {"state": {"exact": 0}}, "action": "set_state",
          "params": {"state": 1}},
         {"table": "itch_price_default", "match": {"state": {"exact": 1}}, "action": "fwd", "params": {"port": 4}},
         leaf("itch_leaf", 0, "fwd", 6),  # unreachable here: every message is decided by a stage
-    ], "multicast_groups": [{"id": 5, "replicas": [{"port": 2, "rid": 1}]}]}
+    ], "multicast_groups": [{"id": ITCH_GROUP, "replicas": [{"port": 2, "rid": 1}, {"port": 4, "rid": 1}]}]}
     dp = load(ITCH_PIPELINE, entries, impl=impl)
     m = [add_order("IBM", 1), add_order("SAP", 1)]
     out = dp.process(itch_frame(m), 0)
@@ -201,4 +202,5 @@ def test_native_classify_reports_each_message_decision():
               b"garbage", itch_frame([], count=0), itch_frame([add_order("AAPL", 1)])]
     codes, counts = dp.classify_packed(*pack(frames), 0)
     assert struct.unpack("<4I", counts) == (4, 0, 0, 1)
-    assert struct.unpack("<5Q", codes) == ((2 << 32) | 10, 0, 0, (1 << 32) | 1, (1 << 32) | 2)
+    # mcast reports the native index of its port bitmap: the first (and only) one interned.
+    assert struct.unpack("<5Q", codes) == ((2 << 32) | 0, 0, 0, (1 << 32) | 1, (1 << 32) | 2)

@@ -10,24 +10,24 @@ from hypothesis import strategies as st
 
 from switch.dataplane import load
 from switch.packet import udp_frame
-from switch_helpers import ITCH_PIPELINE, add_order, ascii_int, itch_frame, leaf, rewrite, route, stage
+from switch_helpers import ITCH_GROUP, ITCH_PIPELINE, add_order, ascii_int, bits, itch_frame, leaf, rewrite, route, stage
 
 MAX32 = (1 << 32) - 1
 ENTRIES = {
-    "camus_entries": 1,
+    "camus_entries": 2,
     "table_entries": [
         stage("itch_stock", 0, "itch_order.stock", {"exact": ascii_int("AAPL")}, 1),
         stage("itch_price", 1, "itch_order.price", {"range": [10, MAX32]}, 2, priority=1),
         {"table": "itch_stock_default", "match": {"state": {"exact": 0}}, "action": "set_state",
          "params": {"state": 3}},
         leaf("itch_leaf", 1, "fwd", 1),
-        leaf("itch_leaf", 2, "mcast", 7),
+        leaf("itch_leaf", 2, "mcast", bits(1, 2)),
         stage("itch_price", 3, "itch_order.price", {"range": [0, 5]}, 0, priority=1),
         leaf("itch_leaf", 0, "fwd", 4),
         rewrite(2, 1, 7777),
         route(0x0A000000, 8, 5),
     ],
-    "multicast_groups": [{"id": 7, "replicas": [{"port": 1, "rid": 0}, {"port": 2, "rid": 1},
+    "multicast_groups": [{"id": ITCH_GROUP, "replicas": [{"port": 1, "rid": 0}, {"port": 2, "rid": 1},
                                                  {"port": 2, "rid": 2}]}],
 }
 

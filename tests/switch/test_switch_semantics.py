@@ -138,6 +138,27 @@ def test_every_port_gets_what_the_rules_select(impl, rules_text, cases, field_or
     run_case(load(pipeline, entries, impl=impl), rules, cases)
 
 
+# Ports on both sides of the native bitmaps' 64-bit word boundaries, up to the last port.
+WIDE_PORTS = [1, 2, 63, 64, 65, 127, 128, 200, 256, 510, 511]
+wide_rule_sets = st.lists(st.builds(lambda f, ports: f"{f} : fwd({', '.join(map(str, sorted(ports)))})",
+                                    filters, st.sets(st.sampled_from(WIDE_PORTS), min_size=1, max_size=5)),
+                          min_size=1, max_size=8).map("\n".join)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@settings(max_examples=100, deadline=None)
+@given(rules_text=wide_rule_sets, cases=st.lists(st.tuples(frames, st.none()), min_size=1, max_size=4),
+       static=st.booleans())
+def test_port_bitmaps_across_words_select_what_the_rules_select(impl, rules_text, cases, static):
+    """Port-bitmap decisions with ports up to 511 (every 64-bit word of a 512-bit bitmap), on a
+    pipeline sized to the rules and on a static one (a bit for every port): one group each."""
+    rules = parse_rules(rules_text, SPEC)
+    c = compile_rules(SPEC, rules, static=static)
+    assert len(c.entries["multicast_groups"]) <= 1  # none when no rule can select anything
+    entries = dict(c.entries, table_entries=list(c.entries["table_entries"]) + [route(0, 0, FALLBACK_PORT)])
+    run_case(load(c.pipeline, entries, impl=impl), rules, cases)
+
+
 def test_pinned_price_boundary_and_negation():
     """A hand-picked case: boundaries on both sides of a constant, and a negated equality."""
     text = 'stock == "GOOGL" and price > 50 : fwd(1)\nnot stock == "GOOGL" : fwd(2)\nprice <= 10 : fwd(1, 3)'

@@ -115,6 +115,16 @@ impl Switch {
         self.inner.groups.remove(&group);
     }
 
+    /// Set port bitmap `index` (64 ports per word, low bits first), which mcast entries
+    /// name by index.
+    fn set_port_set(&mut self, index: usize, words: Vec<u64>) {
+        let sets = &mut self.inner.port_sets;
+        if sets.len() <= index {
+            sets.resize(index + 1, Vec::new());
+        }
+        sets[index] = words;
+    }
+
     /// One frame in; a list of (egress_port, frame) copies out.
     fn process<'py>(
         &mut self,
@@ -229,7 +239,7 @@ impl Switch {
 /// The interface version switch/native_switch.py checks at import, so a build from older
 /// source is refused instead of misbehaving: bump both together whenever a method of `Switch`
 /// (or the plan it takes) changes its signature or meaning.
-const ABI_VERSION: u32 = 1;
+const ABI_VERSION: u32 = 2;
 
 #[pymodule(name = "_native")]
 fn camus_switch_native(m: &Bound<'_, PyModule>) -> PyResult<()> {

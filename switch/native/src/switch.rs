@@ -39,6 +39,7 @@ pub struct PlanApp {
     pub types: Vec<u64>,
     pub stages: Vec<PlanStage>,
     pub leaf_table: usize,
+    pub multicast_group: u32,
 }
 
 #[derive(Deserialize)]
@@ -71,6 +72,7 @@ struct App {
     types: Vec<u64>,
     stages: Vec<Stage>,
     leaf_table: usize,
+    multicast_group: u32,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -129,7 +131,8 @@ impl PortTable {
 pub enum Leaf {
     None,
     Port(u32),
-    Group(u32),
+    /// An mcast decision: the index of its port bitmap in `Switch::port_sets`.
+    Ports(u32),
 }
 
 impl Leaf {
@@ -137,20 +140,21 @@ impl Leaf {
     fn of(a: Action) -> Leaf {
         match a.code() {
             FWD => Leaf::Port(a.param() as u32),
-            MCAST => Leaf::Group(a.param() as u32),
+            MCAST => Leaf::Ports(a.param() as u32),
             _ => Leaf::None,
         }
     }
 
-    /// 0 = no selection, 1<<32 | port = fwd, 2<<32 | group = mcast.
+    /// 0 = no selection, 1<<32 | port = fwd, 2<<32 | port-set index = mcast.
     pub fn code(self) -> u64 {
         match self {
             Leaf::None => 0,
             Leaf::Port(p) => (1u64 << 32) | p as u64,
-            Leaf::Group(g) => (2u64 << 32) | g as u64,
+            Leaf::Ports(i) => (2u64 << 32) | i as u64,
         }
     }
 }
+
 
 pub struct Switch {
     max_frame: usize,
@@ -159,6 +163,10 @@ pub struct Switch {
     ipv4_table: usize,
     egress_table: usize,
     pub groups: FxHashMap<u32, Vec<(u32, u16)>>,
+    /// mcast decisions' port bitmaps, by the index their table entries carry (a bitmap is
+    /// up to 512 bits, wider than an entry's packed parameter; the control layer interns
+    /// each distinct one here).
+    pub port_sets: Vec<Vec<u64>>,
     pub hits: Vec<u64>,
     pub misses: Vec<u64>,
     pub ports: PortTable,
@@ -213,6 +221,7 @@ impl Switch {
                 types: a.types.clone(),
                 stages,
                 leaf_table: check(a.leaf_table)?,
+                multicast_group: a.multicast_group,
             });
         }
         Ok(Switch {
@@ -224,6 +233,7 @@ impl Switch {
             ipv4_table: check(plan.ipv4_table)?,
             egress_table: check(plan.egress_table)?,
             groups: FxHashMap::default(),
+            port_sets: Vec::new(),
             ports: PortTable::new(),
             drops: [0; 4],
             blocks: Vec::new(),
@@ -465,9 +475,25 @@ impl Switch {
             match *leaf {
                 Leaf::None => {}
                 Leaf::Port(p) => picks.push((p, 0, i as u32)),
-                Leaf::Group(g) => {
-                    if let Some(reps) = self.groups.get(&g) {
-                        picks.extend(reps.iter().map(|&(p, r)| (p, r, i as u32)));
+                Leaf::Ports(set) => {
+                    // Egress pruning: of the application's group, the replicas whose port's
+                    // bit is set.
+                    let group = self.apps[app].multicast_group;
+                    if let (Some(reps), Some(bits)) =
+                        (self.groups.get(&group), self.port_sets.get(set as usize))
+                    {
+                        // Replicas are sorted by port: find each set bit's by bisection.
+                        for (w, &word) in bits.iter().enumerate() {
+                            let mut word = word;
+                            while word != 0 {
+                                let port = (w as u32) * 64 + word.trailing_zeros();
+                                word &= word - 1;
+                                let from = reps.partition_point(|r| r.0 < port);
+                                for &(p, r) in reps[from..].iter().take_while(|r| r.0 == port) {
+                                    picks.push((p, r, i as u32));
+                                }
+                            }
+                        }
                     }
                 }
             }

@@ -1,0 +1,143 @@
+"""`camus net compile` and `camus net run` as commands, checked against brute force."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from camus.cli import main
+from compiler.rules import parse_filter
+from switch.pcap import PcapReader, write_pcap
+
+from .routing_helpers import ITCH, ROOT, expected, kept, packet, subscriptions_text
+
+SPEC = str(ROOT / "p4" / "itch" / "itch.p4")
+
+
+def read_frames(path) -> list[bytes]:
+    with open(path, "rb") as fh:
+        return [r.data for r in PcapReader(fh)]
+
+
+@pytest.mark.parametrize("where", [["--topology", "fattree:4", "--policy", "mr", "--alpha", "10"],
+                                   ["--topology", "fattree:4"],
+                                   ["--graph", "GRAPH", "--tree", "mst"]])
+def test_compile_then_run_delivers_exactly_the_subscriptions(tmp_path, where):
+    rng = random.Random(11)
+    graph = tmp_path / "g.txt"
+    graph.write_text("# a ring with a chord\nA B\nB C\nC D\nD A\nA C\n"
+                     + "".join(f"host h{i} {'ABCD'[i % 4]}\n" for i in range(16)))
+    where = [str(graph) if w == "GRAPH" else w for w in where]
+    hosts = [f"h{i}" for i in range(16)]
+    subs_path = tmp_path / "subs.txt"
+    text = "# subscriptions\n" + subscriptions_text(rng, hosts, 40)
+    subs_path.write_text(text)
+    out = tmp_path / "net"
+    assert main(["net", "compile", SPEC, str(subs_path), *where, "--out", str(out)]) == 0
+    doc = json.loads((out / "network.json").read_text())
+    assert {s["name"] for s in doc["switches"]} == {p.name for p in (out / "switches").iterdir()}
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["subscriptions"] == 40 and stats["entries"]["total"] > 0
+
+    sends = {"h0": [], "h5": []}
+    for i in range(30):
+        sender = rng.choice(sorted(sends))
+        sends[sender].append((1000 * i + 1, *packet(rng, 1000 * i + 1)))
+    args = ["net", "run", "--net", str(out), "--out-dir", str(tmp_path / "out")]
+    for host, items in sends.items():
+        write_pcap(str(tmp_path / f"{host}-in.pcap"), [frame for _, frame, _ in items])
+        args += ["--inject", f"{host}={tmp_path / f'{host}-in.pcap'}"]
+    assert main(args) == 0
+    wants: dict[str, list] = {h: [] for h in hosts}
+    for line in text.splitlines()[1:]:
+        host, _, f = line.partition(":")
+        wants[host].append(parse_filter(f, ITCH))
+    want: dict[str, list] = {}
+    for host, items in sends.items():  # the files run in the order given
+        for seq, _, msgs in items:
+            for h, copies in expected(wants, host, seq, msgs).items():
+                want.setdefault(h, []).extend(copies)
+    got = {p.stem: [kept(f) for f in read_frames(p)] for p in (tmp_path / "out").glob("*.pcap")}
+    assert got == want
+    links = json.loads((tmp_path / "out" / "links.json").read_text())
+    assert links and all(link["packets"] > 0 for link in links)
+
+
+def test_each_switch_directory_is_a_camus_compile_output(tmp_path):
+    subs = tmp_path / "subs.txt"
+    subs.write_text('h0: stock == "GOOGL"\nh3: price > 100\n')
+    out = tmp_path / "net"
+    assert main(["net", "compile", SPEC, str(subs), "--topology", "fattree:4", "--out", str(out)]) == 0
+    # t0_0: its host port 1 (h0) gets GOOGL; up (511, TR) only what h3 above wants.
+    r = subprocess.run([sys.executable, "-m", "camus", "eval", "--pipeline", str(out / "switches" / "t0_0")],
+                       input='{"stock": "GOOGL", "price": 5}\n{"stock": "IBM", "price": 500}\n',
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x) for x in r.stdout.split()] == [[1], [511]]
+
+
+@pytest.mark.parametrize("subs, where, message", [
+    ("h99: price > 1\n", ["--topology", "fattree:4"], "subs.txt:1:1: no host 'h99'"),
+    ("h0 price > 1\n", ["--topology", "fattree:4"], "subs.txt:1:1: expected `HOST: FILTER`"),
+    ("h0: price >> 1\n", ["--topology", "fattree:4"], "subs.txt:1:"),
+    ("h0: price > 1\n", ["--topology", "fattree:5"], "even k"),
+    ("h0: price > 1\n", ["--topology", "ring:4"], "expected fattree:K"),
+    ("h0: price > 1\n", ["--graph", "missing.txt"], "missing.txt"),
+])
+def test_bad_input_gets_one_clear_line(tmp_path, capsys, subs, where, message):
+    (tmp_path / "subs.txt").write_text(subs)
+    where = [str(tmp_path / w) if w.endswith(".txt") else w for w in where]
+    code = main(["net", "compile", SPEC, str(tmp_path / "subs.txt"), *where,
+                 "--out", str(tmp_path / "net")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "net").exists()
+
+
+def test_run_refuses_unknown_hosts_and_missing_networks(tmp_path, capsys):
+    assert main(["net", "run", "--net", str(tmp_path), "--inject", "h0=x.pcap",
+                 "--out-dir", str(tmp_path / "o")]) == 2
+    assert "cannot load" in capsys.readouterr().err
+    subs = tmp_path / "subs.txt"
+    subs.write_text("h0: price > 1\n")
+    assert main(["net", "compile", SPEC, str(subs), "--topology", "fattree:4",
+                 "--out", str(tmp_path / "net")]) == 0
+    assert main(["net", "run", "--net", str(tmp_path / "net"), "--inject", "h77=x.pcap",
+                 "--out-dir", str(tmp_path / "o")]) == 2
+    assert "no host 'h77'" in capsys.readouterr().err
+
+
+def test_change_rewrites_only_the_switches_it_touches(tmp_path, capsys):
+    rng = random.Random(4)
+    subs = tmp_path / "subs.txt"
+    # h6 subscribes to nothing yet, so its new subscription must change its ToR's entries.
+    subs.write_text(subscriptions_text(rng, [f"h{i}" for i in range(16) if i != 6], 30))
+    out = tmp_path / "net"
+    assert main(["net", "compile", SPEC, str(subs), "--topology", "fattree:4", "--policy", "mr",
+                 "--out", str(out)]) == 0
+    before = {p.parent.name: p.read_text() for p in (out / "switches").glob("*/entries.json")}
+    capsys.readouterr()
+    assert main(["net", "change", "--net", str(out), "--json", "--add", "h5: price > 4242",
+                 "--remove", "h5: price > 4242", "--add", 'h6: stock == "NEW"']) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["change"] for r in reports] == ["add", "remove", "add"]
+    # MR: h6's change reaches its ToR (t1_1), its pod's aggregation switches and the cores only.
+    assert set(reports[2]["switches"]) <= {"t1_1", "a1_0", "a1_1", "c0", "c1", "c2", "c3"}
+    assert "t1_1" in reports[2]["switches"] and reports[2]["writes"] > 0
+    after = {p.parent.name: p.read_text() for p in (out / "switches").glob("*/entries.json")}
+    assert {s for s in before if before[s] != after[s]} <= set(reports[2]["switches"])
+    assert (out / "subscriptions.txt").read_text().endswith('h6: stock == "NEW"\n')
+    # The directory now is what compiling the new subscriptions from scratch writes.
+    again = tmp_path / "again"
+    assert main(["net", "compile", SPEC, str(out / "subscriptions.txt"), "--topology", "fattree:4",
+                 "--policy", "mr", "--out", str(again)]) == 0
+    for s in before:
+        want = json.loads((again / "switches" / s / "entries.json").read_text())
+        got = json.loads((out / "switches" / s / "entries.json").read_text())
+        assert sorted(map(repr, got["table_entries"])) == sorted(map(repr, want["table_entries"])), s
+    assert main(["net", "change", "--net", str(out), "--remove", "h6: price > 1"]) == 1
+    assert "no such subscription" in capsys.readouterr().err
