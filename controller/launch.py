@@ -127,8 +127,11 @@ class Namespace:
     namespace (the broker's side of port N), `<prefix>N-in` goes inside (the device's)."""
 
     def __init__(self, ports: int) -> None:
+        _sweep()
         tag = f"{os.getpid() % 100000}{random.randrange(1000):03d}"
-        self.name, self.prefix, self.ports = f"camus{tag}", f"cm{tag}p", ports
+        # The namespace's name carries the whole pid (a veth name has room for 15 characters
+        # only), so that a later broker can tell an abandoned one.
+        self.name, self.prefix, self.ports = f"camus-{os.getpid()}-{tag}", f"cm{tag}p", ports
         _run("ip", "netns", "add", self.name)
         try:
             _run("ip", "-n", self.name, "link", "set", "lo", "up")
@@ -159,6 +162,16 @@ class Namespace:
         for n in range(self.ports):
             subprocess.run(["ip", "link", "del", self.outer(n)], capture_output=True)
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def _sweep() -> None:
+    """Delete the namespaces of brokers that no longer run (one killed with SIGKILL cannot
+    delete its own; its device died with it). Deleting a namespace deletes its veth ends,
+    and with them their peers in the host's namespace."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name, pid in re.findall(r"^(camus-(\d+)-\d+)", listed, re.M):
+        if not os.path.exists(f"/proc/{pid}"):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def _quiet_ipv6(ifname: str) -> None:
