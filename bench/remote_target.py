@@ -10,10 +10,14 @@ records/s over the whole run (sends kept `--window` batches ahead of reports), a
 latency of one batch sent alone (send -> report), median and p99 over `--probes` batches.
 The embedded switch is the baseline, measured in the same run; the ratio is remote over
 embedded. Also printed: how many copies came back from the device and how many had to be
-repaired from the source (none is the expected answer on loopback).
+repaired from the source (none is the expected answer on loopback). Then the control side:
+one view whose filter is `--alternatives` random 5-field boxes (bench/compile_stall.py's),
+subscribed and synced on each target (`DataPath.sync()`: compile, diff and the writes; the
+compile is the same for both, so the difference is the writing).
 
     python bench/remote_target.py                      # 20,000 records, batches of 100
     python bench/remote_target.py --records 5000 --target switch:python
+    python bench/remote_target.py --alternatives 40
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from compile_stall import FIELDS, range_filter  # noqa: E402  (the same many-range view)
 from controller.target import open_target  # noqa: E402
 from shim.datapath import DataPath  # noqa: E402
 from shim.protocol.records import Record  # noqa: E402
@@ -95,6 +100,18 @@ async def measure(spec: str, work: list[list[Record]], window: int, probes: int)
         dp.close()
 
 
+def measure_writes(spec: str, alternatives: int) -> tuple[int, float]:
+    dp = DataPath(open_target(spec))
+    try:
+        schema = parse_schema(",".join(f"{x}:u32=$.{x}" for x in FIELDS))
+        dp.subscribe(dp.allocate_port(), TOPIC, None, view_filter(dp.spec, schema, range_filter(alternatives)))
+        start = time.perf_counter()
+        writes = dp.sync()
+        return writes, time.perf_counter() - start
+    finally:
+        dp.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=20000)
@@ -103,6 +120,8 @@ def main() -> int:
     ap.add_argument("--probes", type=int, default=100, help="batches timed alone for latency")
     ap.add_argument("--target", default="switch", help="the remote target spec (default switch)")
     ap.add_argument("--baseline", default="embedded:native")
+    ap.add_argument("--alternatives", type=int, default=20,
+                    help="boxes in the filter of the write measurement (0: skip it)")
     args = ap.parse_args()
     work = batches(args.records, args.batch)
     print(f"{args.records} records in batches of {args.batch}, {args.window} batches under way; "
@@ -123,6 +142,12 @@ def main() -> int:
         return 1
     print(f"ratio {args.target}/{args.baseline}: throughput {remote['rate'] / base['rate']:.4f}, "
           f"median latency {remote['median_ms'] / base['median_ms']:.1f}x")
+    if args.alternatives:
+        (n, t_base), (_, t_remote) = (measure_writes(s, args.alternatives)
+                                      for s in (args.baseline, args.target))
+        print(f"a view of {args.alternatives} boxes, {n} writes: sync {t_base:.2f} s on "
+              f"{args.baseline}, {t_remote:.2f} s on {args.target} (writing: about "
+              f"{n / max(t_remote - t_base, 1e-9):,.0f} writes/s)")
     return 0
 
 

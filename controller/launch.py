@@ -40,6 +40,20 @@ def egress_base() -> int:
     return random.randrange(20000, 31000, 100)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the broker dies, however it dies (a broker
+    killed with SIGKILL cannot stop its device, and an orphaned device would keep its ports).
+    Linux sends it when the thread that started the device ends: the broker's loop thread or
+    the target's watchdog, both as long-lived as the target."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the device outlives a killed broker
+
+
 def _end(proc: subprocess.Popen | None) -> None:
     """SIGTERM, then SIGKILL if it has not exited in 5 s."""
     if proc is not None and proc.poll() is None:
@@ -75,7 +89,8 @@ class SwitchProcess:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     text=True, env=_python_env(), cwd=REPO)
+                                     text=True, env=_python_env(), cwd=REPO,
+                                     preexec_fn=_die_with_parent)
         lines = []
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
@@ -112,8 +127,11 @@ class Namespace:
     namespace (the broker's side of port N), `<prefix>N-in` goes inside (the device's)."""
 
     def __init__(self, ports: int) -> None:
+        _sweep()
         tag = f"{os.getpid() % 100000}{random.randrange(1000):03d}"
-        self.name, self.prefix, self.ports = f"camus{tag}", f"cm{tag}p", ports
+        # The namespace's name carries the whole pid (a veth name has room for 15 characters
+        # only), so that a later broker can tell an abandoned one.
+        self.name, self.prefix, self.ports = f"camus-{os.getpid()}-{tag}", f"cm{tag}p", ports
         _run("ip", "netns", "add", self.name)
         try:
             _run("ip", "-n", self.name, "link", "set", "lo", "up")
@@ -144,6 +162,16 @@ class Namespace:
         for n in range(self.ports):
             subprocess.run(["ip", "link", "del", self.outer(n)], capture_output=True)
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def _sweep() -> None:
+    """Delete the namespaces of brokers that no longer run (one killed with SIGKILL cannot
+    delete its own; its device died with it). Deleting a namespace deletes its veth ends,
+    and with them their peers in the host's namespace."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name, pid in re.findall(r"^(camus-(\d+)-\d+)", listed, re.M):
+        if not os.path.exists(f"/proc/{pid}"):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def _quiet_ipv6(ifname: str) -> None:
@@ -179,7 +207,7 @@ class _NamespacedDevice:
             sock.unlink()
         self.proc = subprocess.Popen([*self.ns.exec(), *self.command()], stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=_python_env(), cwd=REPO)
+                                     env=_python_env(), cwd=REPO, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline and self.proc.poll() is None:
             if sock.exists():
@@ -249,7 +277,9 @@ class Bmv2Process(_NamespacedDevice):
         return TargetConfig.from_files(p4info, program)
 
     def command(self) -> list[str]:
-        cmd = [shutil.which(BMV2), "--no-p4", "--log-level", "warn"]
+        # Device id 1, the controller's default (bmv2's own default is 0); no program until
+        # the target sets one. P4Runtime on a Unix socket: gRPC takes "unix:PATH" addresses.
+        cmd = [shutil.which(BMV2), "--device-id", "1", "--no-p4"]
         for n in range(self.ports):
             cmd += ["-i", f"{n}@{self.ns.inner(n)}"]
-        return [*cmd, "--", "--grpc-server-addr", self.p4runtime, "--cpu-port", "510"]
+        return [*cmd, "--", "--grpc-server-addr", self.p4runtime]

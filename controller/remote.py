@@ -1,4 +1,4 @@
-"""A target the broker reaches over the network: P4Runtime for control, UDP for packets.
+"""A target the broker reaches over the network: P4Runtime for control, UDP or veths for packets.
 
 `RemoteTarget` drives any P4Runtime device whose ports the broker can reach: camus's own
 `camus switch serve`, or bmv2's `simple_switch_grpc` (`controller.launch` starts either).
@@ -17,8 +17,8 @@ per subscription, which (topic, partition, offset, fragment) must come back. A c
 comes back is matched to the oldest send owed it; a send is reported once every copy it is
 owed came back, or, once it is `loss_timeout` old and no owed copy at all has come back for
 `loss_timeout` (a device still working through a burst is not losing it), with the missing
-copies repaired from the shadow, which holds the records the broker sent, that is, the source log (counted
-in `stats.repaired` and logged). Reports go out in send order whatever order copies
+copies repaired from the shadow, which holds the records the broker sent, that is, the
+source log (counted in `stats.repaired` and logged). Reports go out in send order whatever order copies
 arrive in, so a consumer never misses a record because a packet was lost, and sees records
 in offset order. A copy nobody is owed (a device running stale entries) is counted in
 `stats.unexpected` and dropped.
@@ -53,9 +53,10 @@ import grpc
 from controller.diff import Changes, diff, patch
 from controller.embedded import REBUILD_AT, EmbeddedTarget
 from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
-from controller.push import TargetConfig, push
+from controller.push import TargetConfig, push, read_state
 from controller.target import Emitted, Target, TargetError, TargetUnavailable
-from p4rt.entries import multicast_entry, table_entry
+from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
+from p4rt.entry_key import entry_key
 from p4rt.index import P4InfoIndex
 from p4rt.p4info import build_p4info
 from p4rt.protos import p4runtime_pb2
@@ -66,6 +67,8 @@ log = logging.getLogger("camus.remote")
 Update = p4runtime_pb2.Update
 DOWN = (grpc.RpcError, ArbitrationError, grpc.FutureTimeoutError, OSError)
 MAX_DATAGRAM = 65535
+CALL_SECONDS = 30.0  # how long one P4Runtime call may take before the device counts as gone
+AUDIT_SHARE = 10  # an audit starts at least this many times its own duration after the last
 
 
 @dataclass
@@ -173,9 +176,10 @@ def software_switch_config(pipeline) -> TargetConfig:
 
 class RemoteTarget(Target):
     """A P4Runtime device at `address`, its packets through `io` (`UdpIO`, `InterfaceIO`).
-    `config(pipeline)` gives the device's config
-    (default: camus's switch); `entries_for(pipeline, entries, p4info)` what the device must
-    hold for `entries` (default: entries.json as it is, which is all a P4 program needs since decisions carry port bitmaps)."""
+    `config(pipeline)` gives the device's config (default: camus's switch);
+    `entries_for(pipeline, entries, p4info)` what the device must hold for `entries`
+    (default: entries.json as it is, which is all a P4 program needs since decisions carry
+    port bitmaps)."""
 
     def __init__(self, address: str, io, *, device_id: int = 1, election_id: int = 10,
                  config: Callable[[dict], TargetConfig] = software_switch_config,
@@ -219,7 +223,9 @@ class RemoteTarget(Target):
         # A short wait to connect: the watchdog tries again every check_interval, so a device
         # that comes back is found within about that; calls then get the usual patience.
         client = P4RuntimeClient.primary(self.address, self.device_id, self.election_id, timeout=0.5)
-        client.timeout = 5.0
+        # A device that answers slowly (reading back 30,000 entries from camus's switch takes
+        # seconds) is busy, not gone: a gone one ends the stream and refuses connections.
+        client.timeout = CALL_SECONDS
         return client
 
     def _device_doc(self, entries: dict) -> dict:
@@ -322,13 +328,25 @@ class RemoteTarget(Target):
 
     def entries(self) -> list[dict]:
         """What the device holds, read back over P4Runtime."""
-        from controller.push import read_state
-
         with self._control:
             if self.client is None:
                 raise TargetError(f"{self.address}: not connected")
             held, _ = read_state(self.client, self.index)
         return list(held.values())
+
+    def _differs(self, client: P4RuntimeClient, desired: dict) -> bool:
+        """Whether the device holds other entries or groups than `desired` (compared in the
+        canonical form the P4Runtime encoding gives both sides, as `push` compares them)."""
+        index, doc = self.index, self._device_doc(desired)
+        want = {}
+        for e in doc.get("table_entries", ()):
+            d = entry_dict(index, table_entry(index, e))
+            want[entry_key(d)] = d
+        have, groups = read_state(client, index)
+        if have != want:
+            return True
+        return groups is not None and groups != {
+            g["id"]: group_dict(multicast_entry(g)) for g in doc.get("multicast_groups", ())}
 
     def _runs_our_pipeline(self, client: P4RuntimeClient) -> bool:
         try:
@@ -345,14 +363,21 @@ class RemoteTarget(Target):
         while not self._closed.wait(self.check_interval):
             try:
                 with self._control:
-                    client = self.client
+                    client, desired = self.client, self.desired
                     broken = (client is None or self._stale or client.stream_ended.is_set()
                               or not self._runs_our_pipeline(client))
-                    audit = time.monotonic() >= next_audit
-                    if not broken and not audit:
-                        continue
-                    began = time.monotonic()
-                    written = self._push_all()
+                audit = time.monotonic() >= next_audit
+                if not broken and not audit:
+                    continue
+                began = time.monotonic()
+                # An audit reads back without the lock (the event loop's writes do not wait
+                # for it) and takes the lock only to repair what differs.
+                if broken or self._differs(client, desired):
+                    with self._control:
+                        written = self._push_all()
+                else:
+                    written = 0
+                took = time.monotonic() - began
                 if broken:
                     self.stats.last_restore_seconds = time.monotonic() - began
                     log.warning("%s: reinstalled the pipeline and %d entries in %.3f s", self.address,
@@ -361,7 +386,9 @@ class RemoteTarget(Target):
                     self.stats.rewrites += written
                     log.warning("%s: read-back found %d update(s) missing or wrong; rewritten",
                                 self.address, written)
-                next_audit = time.monotonic() + self.audit_interval
+                # Reading everything back costs the device time in proportion to the entries:
+                # spread audits so that they take at most 1/AUDIT_SHARE of it.
+                next_audit = time.monotonic() + max(self.audit_interval, AUDIT_SHARE * took)
                 down_since = None
             except DOWN as exc:
                 with self._control:
@@ -373,8 +400,10 @@ class RemoteTarget(Target):
                     down_since = time.monotonic()
                     log.warning("%s: device unreachable (%s); retrying", self.address,
                                 getattr(exc, "details", lambda: exc)() if isinstance(exc, grpc.RpcError) else exc)
-                    if self.on_down is not None:
-                        self.on_down()
+                # Every time, not only the first: a killed process may not have exited yet
+                # when the device is first found unreachable.
+                if self.on_down is not None:
+                    self.on_down()
             except WriteError as exc:
                 log.error("%s: the device refused the desired state: %s", self.address, exc)
                 next_audit = time.monotonic() + self.audit_interval
