@@ -108,7 +108,7 @@ impl Switch {
     }
 
     fn set_group(&mut self, group: u32, replicas: Vec<(u32, u16)>) {
-        self.inner.groups.insert(group, replicas);
+        self.inner.groups.insert(group, switch::Group::new(replicas));
     }
 
     fn delete_group(&mut self, group: u32) {

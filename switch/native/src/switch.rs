@@ -156,13 +156,48 @@ impl Leaf {
 }
 
 
+/// A multicast group: its replicas, sorted by port, and where each port's replicas lie, so
+/// that an mcast decision finds the replicas of each set bit of its bitmap at once.
+pub struct Group {
+    reps: Vec<(u32, u16)>,
+    by_port: Vec<(u32, u32)>, // port -> [start, end) in `reps`, for the 512 9-bit ports
+}
+
+impl Group {
+    /// `reps` sorted by (port, rid), ports below 512 (the control layer checks both).
+    pub fn new(reps: Vec<(u32, u16)>) -> Group {
+        let mut by_port = vec![(0u32, 0u32); 512];
+        let mut i = 0;
+        while i < reps.len() {
+            let port = reps[i].0;
+            let mut j = i;
+            while j < reps.len() && reps[j].0 == port {
+                j += 1;
+            }
+            if let Some(slot) = by_port.get_mut(port as usize) {
+                *slot = (i as u32, j as u32);
+            }
+            i = j;
+        }
+        Group { reps, by_port }
+    }
+
+    #[inline(always)]
+    fn of_port(&self, port: u32) -> &[(u32, u16)] {
+        match self.by_port.get(port as usize) {
+            Some(&(a, b)) => &self.reps[a as usize..b as usize],
+            None => &[],
+        }
+    }
+}
+
 pub struct Switch {
     max_frame: usize,
     apps: Vec<App>,
     pub tables: Vec<Table>,
     ipv4_table: usize,
     egress_table: usize,
-    pub groups: FxHashMap<u32, Vec<(u32, u16)>>,
+    pub groups: FxHashMap<u32, Group>,
     /// mcast decisions' port bitmaps, by the index their table entries carry (a bitmap is
     /// up to 512 bits, wider than an entry's packed parameter; the control layer interns
     /// each distinct one here).
@@ -482,14 +517,12 @@ impl Switch {
                     if let (Some(reps), Some(bits)) =
                         (self.groups.get(&group), self.port_sets.get(set as usize))
                     {
-                        // Replicas are sorted by port: find each set bit's by bisection.
                         for (w, &word) in bits.iter().enumerate() {
                             let mut word = word;
                             while word != 0 {
                                 let port = (w as u32) * 64 + word.trailing_zeros();
                                 word &= word - 1;
-                                let from = reps.partition_point(|r| r.0 < port);
-                                for &(p, r) in reps[from..].iter().take_while(|r| r.0 == port) {
+                                for &(p, r) in reps.of_port(port) {
                                     picks.push((p, r, i as u32));
                                 }
                             }
