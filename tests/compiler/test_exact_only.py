@@ -95,3 +95,15 @@ def test_over_budget_is_refused_and_the_estimate_is_exact():
         compile_rules(SPEC, rules, max_entries=9)  # left to the general path, which says why
     c = compile_rules(SPEC, rules, max_entries=10)
     assert c.stats["estimate"]["entries"] == c.stats["entries"]["total"] == 10
+
+
+def test_decimal_shortcut_in_the_parser_still_checks_every_constant():
+    # After the first decimal on (field, op) is typed, later ones skip the typer (1M hICN
+    # identifiers); one that does not fit must still be refused at its own line and column.
+    from compiler.errors import RuleError
+
+    rules = parse_rules("small == 1 : fwd(1)\nsmall == 007 : fwd(2)", SPEC)
+    assert [r.filter.value for r in rules] == [1, 7]
+    with pytest.raises(RuleError, match="does not fit in 3-bit") as info:
+        parse_rules("small == 1 : fwd(1)\nsmall == 8 : fwd(2)", SPEC)
+    assert (info.value.line, info.value.column) == (2, 10)
