@@ -9,9 +9,11 @@ from hypothesis import strategies as st
 
 from compiler import exact_only
 from compiler.compile import TooLarge, compile_rules
+from compiler.dot import render
 from compiler.rules import parse_rules
 from compiler.semantics import evaluate
 from compiler.spec import parse_spec
+from compiler.tables import state_ids
 from pipeline import document
 
 # A 3-bit field (the whole domain can be covered, the top and bottom values named) beside a
@@ -34,10 +36,16 @@ def general(rules, **kw):
 
 def same(a, b) -> None:
     assert a.entries == b.entries
+    assert drawn(a) == drawn(b)  # the diagram itself (`camus compile --dot`)
     assert document.dumps(a.pipeline) == document.dumps(b.pipeline)
     for key in ("rules", "conjunctions", "fields", "entries", "states", "state_width",
                 "multicast_groups"):
         assert a.stats[key] == b.stats[key], key
+
+
+def drawn(c) -> str:
+    d = c.diagram
+    return render(d, state_ids(d, d.reachable(), bits=c.pipeline.state_width))
 
 
 rule_sets = st.one_of(
