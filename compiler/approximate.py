@@ -27,11 +27,16 @@ equivalent filter.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from compiler.ast import NEGATED, And, Atom, Const, Filter, Not, Or, Rule
 
 
-def approximate(f: Filter, alpha: int) -> Filter:
-    """A superset of `f` whose numeric range bounds are multiples of `alpha` (see above)."""
+def approximate(f: Filter, alpha: int | Mapping[str, int]) -> Filter:
+    """A superset of `f` whose numeric range bounds are multiples of `alpha` (see above); a
+    mapping gives each field (`header.field`) its own α, 1 (exact) for fields it leaves out."""
+    if not isinstance(alpha, int):
+        return _walk(f, alpha, False)
     if alpha < 1:
         raise ValueError(f"alpha must be a positive integer, not {alpha}")
     if alpha == 1:
@@ -61,8 +66,10 @@ def _walk(f: Filter, alpha: int, negated: bool) -> Filter:
     raise TypeError(f"not a filter: {f!r}")
 
 
-def _round(a: Atom, alpha: int) -> Filter:
+def _round(a: Atom, alpha: int | Mapping[str, int]) -> Filter:
     q = a.field
+    if not isinstance(alpha, int):
+        alpha = alpha.get(q.qname, 1)
     if q.ascii or a.prefix_len is not None or a.op in ("==", "!="):
         return a
     top = q.max_value
