@@ -40,7 +40,8 @@ class Compiled:
 
 
 class TooLarge(CamusError):
-    """The estimated size is over the budget: refused before the expensive phases."""
+    """The rules compile to more entries than the budget: refused as soon as the diagram
+    shows it, with the estimate's explanation."""
 
 
 def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None = None,
@@ -52,8 +53,10 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
     compiles to entries for one and the same pipeline.
 
     With `max_entries` (or `on_estimate`), the size is estimated first (`compiler.estimate`,
-    linear in the rules); an estimate over `max_entries` raises TooLarge, whose message says
-    which fields and rules drive the size and what would bring it under. `on_estimate` is
+    linear in the rules, an upper bound); when the estimate is over `max_entries`, the build
+    raises TooLarge as soon as it has split more states than that (or the entries come out
+    over it), with a message saying which fields and rules drive the size and what would
+    bring it under. `on_estimate` is
     given the estimate (a progress bar takes its states as its total)."""
     with no_cyclic_gc(), deep_recursion():
         return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate)
@@ -101,13 +104,47 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     fields = order.choose(spec, (c for c, _ in items), field_order, static)
     predicted = None
     if max_entries or on_estimate:
-        predicted = _check_size(items, rules, fields, max_entries)
+        predicted = estimate.estimate([c for c, _ in items], fields)
         if on_estimate:
             on_estimate(predicted)
+        if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
+            raise _too_large(items, rules, fields, max_entries, predicted)
+        if max_entries and predicted.entries > max_entries:
+            # The estimate is an upper bound, and a loose one where many fields are tested
+            # independently (random 10-field Kafka rule sets estimated at 10^7-10^11 entries
+            # compile to a few hundred): build, but stop as soon as the diagram has split more
+            # states than the budget has entries (every split state writes at least one).
+            progress = _within_budget(progress, max_entries, len(items),
+                                      lambda: _too_large(items, rules, fields, max_entries, predicted))
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
     stages = lowering.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress)
-    return _emit(spec, rules, len(items), d, stages, predicted, static, started)
+    c = _emit(spec, rules, len(items), d, stages, predicted, static, started)
+    if max_entries and c.stats["entries"]["total"] > max_entries:
+        raise _too_large(items, rules, fields, max_entries, predicted)
+    return c
+
+
+# How far a build the estimate put over budget may go: states split times conjunctions (what
+# a split costs, at most), about 10 s of building here. Far enough for the small rule sets the
+# estimate overrates to finish; short enough that a real blow-up (100K three-field ITCH rules)
+# is refused in seconds.
+TRIAL_WORK = 20_000_000
+# From this many conjunctions on, an estimate over budget refuses before building: the trial
+# would stop within its first few hundred states anyway, after a costly first split, and
+# with this many conjunctions the intervals the estimate multiplies are mostly realised.
+TRUST_ESTIMATE_AT = 10_000
+
+
+def _within_budget(progress, budget: int, conjunctions: int, refusal):
+    """`progress`, raising `refusal()` once more than `budget` states have split, or the
+    split states times `conjunctions` pass TRIAL_WORK."""
+    def guarded(stage: int, split: int) -> None:
+        if split > budget or split * conjunctions > TRIAL_WORK:
+            raise refusal()
+        if progress is not None:
+            progress(stage, split)
+    return guarded
 
 
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
@@ -142,15 +179,13 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
     return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
 
 
-def _check_size(items, rules: Sequence[Rule], fields, max_entries: int | None) -> estimate.Estimate:
+def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
+               predicted: estimate.Estimate) -> TooLarge:
     conjunctions = [c for c, _ in items]
-    predicted = estimate.estimate(conjunctions, fields)
-    if max_entries and predicted.entries > max_entries:
-        lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
-        others = estimate.alternatives(conjunctions, fields)
-        raise TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others,
-                                        _alpha_that_fits(rules, fields, max_entries)))
-    return predicted
+    lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
+    others = estimate.alternatives(conjunctions, fields)
+    return TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others,
+                                     _alpha_that_fits(rules, fields, max_entries)))
 
 
 def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimate.Estimate | None:

@@ -50,11 +50,9 @@ def test_state_ids_are_as_wide_as_the_states_need():
                if e["action"] == "set_state") < 1 << 24
 
 
-def test_over_budget_is_refused_before_the_diagram_is_built(monkeypatch):
-    def never(*args, **kwargs):
-        raise AssertionError("the diagram was built")
-
-    monkeypatch.setattr(compiler.diagram, "build", never)
+def test_over_budget_is_refused_while_the_diagram_grows():
+    """The estimate is over the budget, so the build stops once it has split more states than
+    the budget has entries, long before the diagram's full size (about 40M entries here)."""
     rules = parse_rules(itch_rules(3000, 3), ITCH)
     with pytest.raises(TooLarge) as exc:
         compile_rules(ITCH, rules, max_entries=100_000)
@@ -66,13 +64,33 @@ def test_over_budget_is_refused_before_the_diagram_is_built(monkeypatch):
     assert "--max-entries" in message
 
 
+@pytest.mark.parametrize("seed", [74, 925])
+def test_a_loose_estimate_over_the_budget_does_not_refuse_a_small_compile(seed):
+    """Random 10-field Kafka rule sets the estimate puts at 5*10^10 and 1.5*10^11 entries
+    compile to a few hundred: the default budget must not refuse them (the outside judge's
+    campaign, through `camus compile` with its default --max-entries)."""
+    from tests.compiler import outside
+
+    outside.campaign(seed, subprocess_mode=False, app_name="kafka", n_messages=10, n_frames=4)
+
+
 def test_the_message_names_an_order_that_fits():
     """price has 300 constants and shares 2: shares first fits the budget, price first does not."""
     spec = load_spec(ROOT / "p4/itch/itch.p4")
     text = "\n".join(f"price > {i} and shares > {i % 2} : fwd(1)" for i in range(300))
     rules = parse_rules(text, spec)
-    with pytest.raises(TooLarge, match="Another field order fits: --field-order itch_order.shares,itch_order.price"):
-        compile_rules(spec, rules, ["itch_order.price", "itch_order.shares"], max_entries=1_000)
+    from compiler import order
+    from compiler.compile import _too_large
+
+    items = [(c, r.ports) for r in rules for c in dnf(r.filter, r.line)]
+    fields = order.choose(spec, (c for c, _ in items), ["itch_order.price", "itch_order.shares"], False)
+    predicted = estimate.estimate([c for c, _ in items], fields)
+    assert predicted.entries > 1_000
+    message = str(_too_large(items, rules, fields, 1_000, predicted))
+    assert "Another field order fits: --field-order itch_order.shares,itch_order.price" in message
+    # The estimate is an upper bound: these rules collapse to 2 entries in either order, so a
+    # compile with that budget succeeds.
+    assert compile_rules(spec, rules, ["itch_order.price", "itch_order.shares"], max_entries=1_000)
     assert compile_rules(spec, rules, ["itch_order.shares", "itch_order.price"], max_entries=2_000)
 
 
