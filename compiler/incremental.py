@@ -481,7 +481,8 @@ class Incremental:
         self.ids: dict[int, int] = {}  # node -> state id
         self.rep: dict[int, int] = {}  # node -> the state that represents it
         self.key: dict[int, tuple] = {}  # node -> its key (kept until it is published gone)
-        self.out: dict[int, tuple] = {}  # node -> its entries (see _emit)
+        self.out: dict[int, _Out] = {}  # node -> its entries
+        self.root_node: int | None = None  # the node the start state represents
         self.parents: dict[int, Counter] = defaultdict(Counter)
         self.leaves: dict[int, frozenset] = {}  # leaf nodes with ports
         self.leaf_by_ports: dict[frozenset, int] = {}
@@ -719,11 +720,19 @@ class Incremental:
             for n in self.parents.get(t, ()):
                 if n not in full:
                     partial[n].add(t)
+        # The start state's node changes key with nearly every change, but mostly keeps its
+        # entries: the new one starts from the old one's.
+        base = None
+        root = next((n for n in full if self.rep[n] == ROOT), None)
+        if root is not None and self.root_node in gone_nodes:
+            base = self.out.pop(self.root_node, None)
+        if root is not None:
+            self.root_node = root
         for n in gone_nodes:
             _drop_out(self.out.pop(n, None), gone)
         for n in full:
             _drop_out(self.out.get(n), gone)
-            self.out[n] = self._emit(n, came)
+            self.out[n] = self._emit(n, came, gone, base if n == root else None, out_changed)
         for n, succs in partial.items():
             self._repoint(n, succs, gone, came)
         _settle(gone, came, step)
@@ -745,72 +754,93 @@ class Incremental:
     def _action(self, t: int) -> tuple[str, dict]:
         return decision(t, self.ids, self.leaves, self.group_space.slot)
 
-    def _emit(self, n: int, came: dict) -> tuple:
-        """Node n's entries: (default successor, [(key, entry)] of the default or leaf
-        entry, {successor: [(key, entry)]})."""
+    def _emit(self, n: int, came: dict, gone: dict, base: _Out | None = None,
+              changed: set[int] = frozenset()) -> _Out:
+        """Node n's entries. With `base` (the entries of a node with the same id that this
+        one replaces), the entries of intervals both have, to successors in `changed`
+        excepted, are kept rather than made again."""
         key = self.key[n]
+        out = _Out()
         if key[0] == "L":
-            return None, [], {}
+            return out
         if key[0] == "root":
-            fixed = []
             if n in self.leaves:
                 name, params = self._action(n)
                 e = {"table": self.leaf_table, "match": {"state": {"exact": 0}},
                      "action": name, "params": params}
-                fixed.append((entry_key(e), e))
-                came[fixed[0][0]] = e
-            return None, fixed, {}
+                out.fixed.append((entry_key(e), e))
+                came[out.fixed[0][0]] = e
+            _drop_out(base, gone)
+            return out
         k, merged = key
         stage, sid = self.stages[k], self.ids[n]
-        default = default_successor(stage, merged, self.dead, self.ids)
-        fixed = []
-        if default not in self.dead:
-            e = default_entry(stage, sid, self._action(default))
-            fixed.append((entry_key(e), e))
-        by_succ: dict[int, list] = defaultdict(list)
         for lo, hi, t in merged:
-            if t != default:
-                for e in interval_entries(stage, sid, lo, hi, self._action(t)):
-                    by_succ[t].append((entry_key(e), e))
-        for pairs in (fixed, *by_succ.values()):
+            out.succ_ivs[t].append((lo, hi))
+        default = out.default = default_successor(stage, merged, self.dead, self.ids)
+        if base is not None and base.default != default:
+            _drop_out(base, gone)
+            base = None
+        if base is not None and default not in changed:
+            out.fixed = base.fixed
+        else:
+            if base is not None:
+                for ek, e in base.fixed:
+                    gone[ek] = e
+            if default not in self.dead:
+                e = default_entry(stage, sid, self._action(default))
+                out.fixed.append((entry_key(e), e))
+                came[out.fixed[0][0]] = e
+        old = base.by_iv if base is not None else {}
+        for iv_ in merged:
+            t = iv_[2]
+            if t == default:
+                continue
+            pairs = old.pop(iv_, None)
+            if pairs is not None and t not in changed:
+                out.by_iv[iv_] = pairs
+                continue
+            if pairs is not None:
+                for ek, e in pairs:
+                    gone[ek] = e
+            pairs = out.by_iv[iv_] = []
+            for e in interval_entries(stage, sid, iv_[0], iv_[1], self._action(t)):
+                pairs.append((entry_key(e), e))
+                came[pairs[-1][0]] = e
+        for pairs in old.values():
             for ek, e in pairs:
-                came[ek] = e
-        return default, fixed, by_succ
+                gone[ek] = e
+        return out
 
     def _repoint(self, n: int, succs: set[int], gone: dict, came: dict) -> None:
         """Node n's successors `succs` changed id or group: rewrite the entries to them."""
         k, merged = self.key[n]
         stage, sid = self.stages[k], self.ids[n]
-        default, fixed, by_succ = self.out[n]
-        if default in succs or self._may_tie(stage, merged, default, succs):
-            _drop_out(self.out[n], gone)
-            self.out[n] = self._emit(n, came)
+        out = self.out[n]
+        if out.default in succs or self._may_tie(stage, out, succs):
+            _drop_out(out, gone)
+            self.out[n] = self._emit(n, came, gone)
             return
         for t in succs:
-            for ek, e in by_succ.get(t, ()):
-                gone[ek] = e
-            pairs = by_succ[t] = []
-            for lo, hi, u in merged:
-                if u == t:
-                    for e in interval_entries(stage, sid, lo, hi, self._action(t)):
-                        pairs.append((entry_key(e), e))
-                        came[pairs[-1][0]] = e
+            action = self._action(t)
+            for lo, hi in out.succ_ivs.get(t, ()):
+                for ek, e in out.by_iv[lo, hi, t]:
+                    gone[ek] = e
+                pairs = out.by_iv[lo, hi, t] = []
+                for e in interval_entries(stage, sid, lo, hi, action):
+                    pairs.append((entry_key(e), e))
+                    came[pairs[-1][0]] = e
 
-    def _may_tie(self, stage, merged: tuple, default: int, succs: set[int]) -> bool:
+    def _may_tie(self, stage, out: _Out, succs: set[int]) -> bool:
         """Whether a new id of `succs` may change which successor is the default: only if
         one of them ties with it on everything but the id (see tables._default_successor)."""
         per_value = MATCH_KINDS[stage.match_kind].per_value
-        count: Counter = Counter()
-        span: Counter = Counter()
-        for lo, hi, t in merged:
-            if t == default or t in succs:
-                count[t] += 1
-                span[t] += hi - lo + 1
 
         def score(t):
-            return span[t] if per_value else (count[t] + (t in self.dead), span[t])
-        best = score(default)
-        return any(score(t) == best for t in succs if t in count)
+            ivs = out.succ_ivs[t]
+            span = sum(hi - lo + 1 for lo, hi in ivs)
+            return span if per_value else (len(ivs) + (t in self.dead), span)
+        best = score(out.default)
+        return any(score(t) == best for t in succs if t in out.succ_ivs)
 
     # --- the document -------------------------------------------------------------------
 
@@ -820,7 +850,7 @@ class Incremental:
         for n in sorted(self.rep, key=self.ids.__getitem__):
             key = self.key[n]
             if key[0] == "root":
-                table_entries += [e for _, e in self.out[n][1]]
+                table_entries += [e for _, e in self.out[n].fixed]
             elif key[0] != "L":
                 table_entries += state_entries(self.stages[key[0]], self.ids[n], list(key[1]),
                                                self.dead, self._action, self.ids)
@@ -835,8 +865,8 @@ class Incremental:
     def stats(self) -> dict:
         per_table: dict[str, int] = {}
         total = 0
-        for _, fixed, by_succ in self.out.values():
-            for pairs in (fixed, *by_succ.values()):
+        for out in self.out.values():
+            for pairs in (out.fixed, *out.by_iv.values()):
                 for _, e in pairs:
                     per_table[e["table"]] = per_table.get(e["table"], 0) + 1
                     total += 1
@@ -846,9 +876,22 @@ class Incremental:
                 "states": len(self.rep), "multicast_groups": len(self.group_space)}
 
 
-def _drop_out(out: tuple | None, gone: dict) -> None:
+class _Out:
+    """A node's entries: the default (or leaf) entry, and per non-default interval
+    (lo, hi, successor) its entries, each with its key; the intervals of each successor."""
+
+    __slots__ = ("default", "fixed", "by_iv", "succ_ivs")
+
+    def __init__(self):
+        self.default: int | None = None
+        self.fixed: list[tuple[tuple, dict]] = []
+        self.by_iv: dict[tuple, list[tuple[tuple, dict]]] = {}
+        self.succ_ivs: dict[int, list[tuple[int, int]]] = defaultdict(list)
+
+
+def _drop_out(out: _Out | None, gone: dict) -> None:
     if out is not None:
-        for pairs in (out[1], *out[2].values()):
+        for pairs in (out.fixed, *out.by_iv.values()):
             for ek, e in pairs:
                 gone[ek] = e
 
