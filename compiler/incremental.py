@@ -47,7 +47,7 @@ from compiler.normalize import dnf
 from compiler.rules import deep_recursion
 from compiler.spec import QueryField, Spec
 from compiler.tables import (ALL_PORTS_GROUP, GROUP_BITS, STATE_BITS, decision, default_entry,
-                             default_successor, interval_entries, state_entries)
+                             default_successor, interval_entries)
 from p4rt.entry_key import entry_key
 from pipeline import entries as entries_json
 from pipeline.match_kinds import MATCH_KINDS
@@ -768,7 +768,7 @@ class Incremental:
                 name, params = self._action(n)
                 e = {"table": self.leaf_table, "match": {"state": {"exact": 0}},
                      "action": name, "params": params}
-                out.fixed.append((entry_key(e), e))
+                out.fixed.append((_key(e), e))
                 came[out.fixed[0][0]] = e
             _drop_out(base, gone)
             return out
@@ -788,7 +788,7 @@ class Incremental:
                     gone[ek] = e
             if default not in self.dead:
                 e = default_entry(stage, sid, self._action(default))
-                out.fixed.append((entry_key(e), e))
+                out.fixed.append((_key(e), e))
                 came[out.fixed[0][0]] = e
         old = base.by_iv if base is not None else {}
         for iv_ in merged:
@@ -804,7 +804,7 @@ class Incremental:
                     gone[ek] = e
             pairs = out.by_iv[iv_] = []
             for e in interval_entries(stage, sid, iv_[0], iv_[1], self._action(t)):
-                pairs.append((entry_key(e), e))
+                pairs.append((_key(e), e))
                 came[pairs[-1][0]] = e
         for pairs in old.values():
             for ek, e in pairs:
@@ -827,7 +827,7 @@ class Incremental:
                     gone[ek] = e
                 pairs = out.by_iv[lo, hi, t] = []
                 for e in interval_entries(stage, sid, lo, hi, action):
-                    pairs.append((entry_key(e), e))
+                    pairs.append((_key(e), e))
                     came[pairs[-1][0]] = e
 
     def _may_tie(self, stage, out: _Out, succs: set[int]) -> bool:
@@ -845,15 +845,16 @@ class Incremental:
     # --- the document -------------------------------------------------------------------
 
     def entries(self) -> dict:
-        """entries.json for the current rules (made afresh from the nodes)."""
+        """entries.json for the current rules: the nodes' entries, in the order
+        `tables.emit` writes them (states by id; a state's default entry, then its
+        intervals in order)."""
         table_entries: list[dict] = []
+        out = self.out
         for n in sorted(self.rep, key=self.ids.__getitem__):
-            key = self.key[n]
-            if key[0] == "root":
-                table_entries += [e for _, e in self.out[n].fixed]
-            elif key[0] != "L":
-                table_entries += state_entries(self.stages[key[0]], self.ids[n], list(key[1]),
-                                               self.dead, self._action, self.ids)
+            o = out[n]
+            table_entries += [e for _, e in o.fixed]
+            for pairs in o.by_iv.values():
+                table_entries += [e for _, e in pairs]
         replica: dict[int, dict] = {}
         groups = []
         for gid, ports in sorted((g, p) for p, g in self.group_space.slot.items()):
@@ -887,6 +888,14 @@ class _Out:
         self.fixed: list[tuple[tuple, dict]] = []
         self.by_iv: dict[tuple, list[tuple[tuple, dict]]] = {}
         self.succ_ivs: dict[int, list[tuple[int, int]]] = defaultdict(list)
+
+
+def _key(e: dict) -> tuple:
+    """An entry's identity among the entries this module makes (which always write the
+    match keys in one order): `entry_key` without its sort."""
+    return (e["table"], tuple([(name, kind, tuple(v) if type(v) is list else v)
+                               for name, m in e["match"].items() for kind, v in m.items()]),
+            e.get("priority", 0))
 
 
 def _drop_out(out: _Out | None, gone: dict) -> None:
