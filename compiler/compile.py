@@ -134,6 +134,16 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
 
 
+def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
+               static: bool, max_entries: int) -> estimate.Estimate:
+    """The estimate `compile_rules` makes before compiling `rules`; TooLarge if it is over
+    `max_entries` (for compiles that do not go through compile_rules: `--changes`)."""
+    with deep_recursion():
+        items = [(conj, r.ports) for r in rules for conj in dnf(r.filter, r.line)]
+        fields = order.choose(spec, (c for c, _ in items), field_order, static)
+        return _check_size(items, rules, fields, max_entries)
+
+
 def _check_size(items, rules: Sequence[Rule], fields, max_entries: int | None) -> estimate.Estimate:
     conjunctions = [c for c, _ in items]
     predicted = estimate.estimate(conjunctions, fields)
