@@ -11,7 +11,9 @@ a message after some fields were read:
 G is the set of ports already guaranteed (conjunctions whose every constraint held), and each
 pair is a residual conjunction still to be checked with the ports it would add. States are
 kept canonical: pairs with the same residual are merged (their ports united), ports already
-in G are removed from pairs, and pairs left with no ports are dropped. Canonical states are
+in G are removed from pairs, and pairs left with no ports are dropped; port by port, the
+residuals that test one last field are one residual per field (the union of their intervals;
+`canonical`). Canonical states are
 hash-consed, so two paths that leave the same work to do share one state; this is the BDD's
 isomorphism reduction, and since a state does not mention fields it no longer tests, a
 state that does not test field k simply passes through k's table unchanged (no entry).
