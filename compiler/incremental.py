@@ -112,12 +112,7 @@ class _Raw(_Builder):
 
     def state(self, g: frozenset, groups: dict) -> int:
         """The full sweep's successor (see _Builder.split): canonical, then interned."""
-        now = groups.pop(0, None)
-        if now:
-            g = g.union(now)
-        items = frozenset([(r, frozenset(p).difference(g) if g else frozenset(p))
-                           for r, p in groups.items() if not g.issuperset(p)])
-        return self._intern(g, items)
+        return self._intern(*self.canonical(g, groups))
 
     def _intern(self, g: frozenset, items: frozenset, items_dict: dict | None = None,
                 by_port: dict | None = None, hint: int | None = None,
@@ -292,6 +287,8 @@ class _Raw(_Builder):
                             here.add(r)
                         elif _holds(res_ivs[r], lo):
                             here.add(nxt[r])
+                    if len(here) > 1:
+                        here = self.merge_rids(here)
                     places.append((p, (0,) if 0 in here else tuple(sorted(here))))
                 mkey = (t, tuple(places))
                 succ = memo.get(mkey)
@@ -474,11 +471,11 @@ class Incremental:
                     self.counts[rid, p] += n
                     self.root_raw[p].add(rid)
         for p, rids in self.root_raw.items():
-            if 0 in rids:
+            placed = raw.merge_rids(rids) if len(rids) > 1 else rids
+            if 0 in placed:
                 raw.root_g.add(p)
             else:
-                for r in rids:
-                    raw.root_by_port[p].add(r)
+                raw.root_by_port[p].update(placed)
         acc: dict[int, set] = defaultdict(set)
         for p, rids in raw.root_by_port.items():
             for r in rids:
@@ -592,7 +589,9 @@ class Incremental:
                 else:
                     now.discard(r)
             old = {0} if p in raw.root_g else set(raw.root_by_port.get(p, ()))
-            new = {0} if 0 in now else set(now)
+            new = raw.merge_rids(now) if len(now) > 1 else set(now)
+            if 0 in new:
+                new = {0}
             delta = old ^ new
             if not delta:
                 continue

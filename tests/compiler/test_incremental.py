@@ -126,7 +126,7 @@ def test_itch_shape_one_change_writes_little():
     rules = parse_rules(text, spec)
     inc = Incremental(spec, rules)
     before = len(inc.entries()["table_entries"])
-    (extra,) = parse_rules('stock == "S03" and price > 50 : fwd(7)', spec)
+    (extra,) = parse_rules('stock == "S03" and price > 50 : fwd(31)', spec)
     step = inc.add(extra)
     assert not step.rebuilt and 0 < len(step) < before / 4
     assert inc.entries() == compile_rules(spec, rules + [extra]).entries
