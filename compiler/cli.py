@@ -169,6 +169,8 @@ def apply_changes(spec, rules, changes, order, static, source: str | None = None
         times.append(step.seconds)
         what = "rebuilt from scratch (the field order or a match kind changed), " \
             if step.rebuilt else ""
+        if step.resized:
+            what += "the state ids' or port bitmaps' width changed (so did the program), "
         print(f"change {len(times)} (line {n}, {'+' if sign > 0 else '-'}): {what}"
               f"{len(step.insert)} inserts, {len(step.modify)} modifies, "
               f"{len(step.delete)} deletes, {len(step.set_groups)} groups set, "
