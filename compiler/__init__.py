@@ -12,4 +12,6 @@ Modules, in the order data flows through them:
   tables.py     slicing the diagram into per-field tables, multicast groups
   ir.py         pipeline.json / entries.json, and the table interpreter behind `camus eval`
   compile.py    the whole pipeline as one call
+  incremental.py  a compiled rule set that takes one change at a time (id_space.py:
+                its ids, as tables.stable_ids gives them)
 """

@@ -28,6 +28,11 @@ def register(sub) -> None:
     p.add_argument("--alpha", metavar="N|FIELD=N,...",
                    help="round numeric range constants to multiples of N (or per field: "
                         "price=100,shares=10): a superset of the rules, fewer entries")
+    p.add_argument("--changes", metavar="FILE",
+                   help="then apply FILE's changes in turn, one a line: '+ RULE' adds a rule, "
+                        "'- RULE' removes one equal to it; each change's time and writes are "
+                        "printed, and the outputs are those of the final rule set (identical "
+                        "to compiling it from scratch)")
     p.add_argument("--static", action="store_true",
                    help="one stage per query field with its declared match kind, whatever the "
                         "rules test: the pipeline then serves any rule set (entries change, "
@@ -62,9 +67,17 @@ def cmd_compile(args) -> int:
         from compiler.estimate import DEFAULT_MAX_ENTRIES
 
         budget = DEFAULT_MAX_ENTRIES if args.max_entries is None else args.max_entries
-        with _Progress() as progress:
-            c = compile_rules(spec, rules, order, progress=progress, static=args.static,
-                              max_entries=budget, on_estimate=progress.start)
+        if args.changes:
+            if args.dot:
+                raise CamusError("--dot draws one compile's diagram: not with --changes")
+            changes = read_changes(Path(args.changes), spec)
+            with no_cyclic_gc():
+                c = apply_changes(spec, rules, changes, order, args.static, args.changes,
+                                  budget)
+        else:
+            with _Progress() as progress:
+                c = compile_rules(spec, rules, order, progress=progress, static=args.static,
+                                  max_entries=budget, on_estimate=progress.start)
         if args.alpha is not None:
             c.stats["alpha"] = alpha_option.parse_alpha(args.alpha, spec)
     except CamusError as exc:
@@ -73,7 +86,7 @@ def cmd_compile(args) -> int:
     except OSError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
-    except OverflowError as exc:  # from tables.state_bits
+    except OverflowError as exc:  # from tables.state_bits (or the ids' IdSpace)
         print(f"camus compile: error: the rules need more states than any target here can "
               f"number: {exc}", file=sys.stderr)
         return 2
@@ -96,6 +109,100 @@ def cmd_compile(args) -> int:
           f"{st['multicast_groups']} multicast groups in {st['compile_seconds']:.2f} s; "
           f"wrote {args.out}/pipeline.json, entries.json, stats.json", file=sys.stderr)
     return 0
+
+
+def read_changes(path: Path, spec) -> list[tuple[int, int, list]]:
+    """(line, +1 or -1, rules) per change line of a --changes file; errors name the line and
+    column in that file, and nothing is applied if any line is wrong."""
+    from compiler.rules import parse_rules
+
+    text = _read_text(path)
+    lines = text.split("\n")
+    signs: dict[int, int] = {}
+    blanked = []
+    for n, line in enumerate(lines, start=1):
+        body = line.lstrip()
+        if not body or body.startswith("#"):
+            blanked.append("")
+            continue
+        if body[0] not in "+-" or body[1:2] not in (" ", "\t"):
+            raise CamusError("a change is '+ RULE' or '- RULE'", n,
+                             len(line) - len(body) + 1, str(path))
+        signs[n] = 1 if body[0] == "+" else -1
+        i = len(line) - len(body)
+        blanked.append(line[:i] + " " + line[i + 1:])  # the rule keeps its columns
+    rules = parse_rules("\n".join(blanked), spec, source=str(path))
+    by_line: dict[int, list] = {}
+    for r in rules:
+        by_line.setdefault(r.line, []).append(r)
+    return [(n, signs[n], by_line.get(n, [])) for n in sorted(signs)]
+
+
+def apply_changes(spec, rules, changes, order, static, source: str | None = None,
+                  max_entries: int | None = None):
+    """Compile `rules`, apply `changes` in turn printing each one's time and writes, and
+    return the final result in `compile_rules`' form (without a diagram). A removal of a
+    rule that is not there, or a first or final rule set whose estimated size is over
+    `max_entries`, is refused before anything is compiled."""
+    import time
+
+    from compiler.compile import Compiled, check_size
+    from compiler.incremental import Incremental, rule_key
+
+    have: dict[tuple, list] = {}
+    for r in rules:
+        have.setdefault(rule_key(r), []).append(r)
+    for n, sign, rs in changes:
+        for r in rs:
+            same = have.setdefault(rule_key(r), [])
+            if sign > 0:
+                same.append(r)
+            elif not same:
+                raise CamusError(f"no such rule to remove: {r.text}", n, None, source)
+            else:
+                same.pop()
+    if max_entries:
+        check_size(spec, rules, order, static, max_entries)
+        if changes:
+            check_size(spec, [r for same in have.values() for r in same], order, static,
+                       max_entries)
+    started = time.perf_counter()
+    inc = Incremental(spec, rules, order, static=static)
+    _within(inc, max_entries, "the rules")
+    print(f"{len(rules)} rules compiled in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+    times = []
+    for n, sign, rs in changes:
+        step = inc.change(rs, []) if sign > 0 else inc.change([], rs)
+        times.append(step.seconds)
+        what = "rebuilt from scratch (the field order or a match kind changed), " \
+            if step.rebuilt else ""
+        if step.resized:
+            what += "the state ids' or port bitmaps' width changed (so did the program), "
+        print(f"change {len(times)} (line {n}, {'+' if sign > 0 else '-'}): {what}"
+              f"{len(step.insert)} inserts, {len(step.modify)} modifies, "
+              f"{len(step.delete)} deletes, {len(step.set_groups)} groups set, "
+              f"{len(step.delete_groups)} groups deleted in {step.seconds * 1e3:.2f} ms",
+              file=sys.stderr)
+    _within(inc, max_entries, "the rules after the changes")
+    stats = inc.stats()
+    if times:
+        ordered = sorted(times)
+        stats["changes"] = {"count": len(times),
+                            "median_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
+                            "max_ms": round(ordered[-1] * 1e3, 3)}
+    stats["compile_seconds"] = round(time.perf_counter() - started, 4)
+    return Compiled(spec, inc.current_rules(), None, inc.stages, inc.pipeline, inc.entries(),
+                    stats)
+
+
+def _within(inc, max_entries: int | None, what: str) -> None:
+    """Refuse (before anything is written) when `inc` holds more entries than the budget: the
+    estimate alone refuses only large rule sets (`compiler.compile.TRUST_ESTIMATE_AT`)."""
+    if max_entries:
+        total = inc.stats()["entries"]["total"]
+        if total > max_entries:
+            raise CamusError(f"{what} compile to {total:,} entries, more than the budget of "
+                             f"{max_entries:,} entries (--max-entries; 0: no limit)")
 
 
 def _read_text(path: Path) -> str:

@@ -179,6 +179,20 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
     return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
 
 
+def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
+               static: bool, max_entries: int) -> estimate.Estimate:
+    """The estimate `compile_rules` makes before compiling `rules`, for compiles that do not
+    go through compile_rules (`--changes`); TooLarge if it is over `max_entries` for a rule
+    set of TRUST_ESTIMATE_AT conjunctions or more (smaller ones: see `_compile_rules`)."""
+    with deep_recursion():
+        items = [(conj, r.ports) for r in rules for conj in dnf(r.filter, r.line)]
+        fields = order.choose(spec, (c for c, _ in items), field_order, static)
+        predicted = estimate.estimate([c for c, _ in items], fields)
+        if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
+            raise _too_large(items, rules, fields, max_entries, predicted)
+        return predicted
+
+
 def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                predicted: estimate.Estimate) -> TooLarge:
     conjunctions = [c for c, _ in items]

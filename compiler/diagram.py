@@ -11,7 +11,9 @@ a message after some fields were read:
 G is the set of ports already guaranteed (conjunctions whose every constraint held), and each
 pair is a residual conjunction still to be checked with the ports it would add. States are
 kept canonical: pairs with the same residual are merged (their ports united), ports already
-in G are removed from pairs, and pairs left with no ports are dropped. Canonical states are
+in G are removed from pairs, and pairs left with no ports are dropped; port by port, the
+residuals that test one last field are one residual per field (the union of their intervals;
+`canonical`). Canonical states are
 hash-consed, so two paths that leave the same work to do share one state; this is the BDD's
 isomorphism reduction, and since a state does not mention fields it no longer tests, a
 state that does not test field k simply passes through k's table unchanged (no entry).
@@ -36,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from compiler.intervals import IntervalSet
+from compiler.intervals import IntervalSet, normalize
 from compiler.normalize import Conjunction
 from compiler.spec import QueryField
 
@@ -177,12 +179,8 @@ class _Builder:
     def state(self, g: frozenset, groups: dict[int, Iterable[int]]) -> int:
         """The canonical state of G `g` and {residual: ports}. The port collections may be
         any iterables of ports (the sweep passes its live counters): they are only read."""
-        now = groups.pop(0, None)
-        if now:
-            g = g.union(now)
-        items = frozenset([(r, frozenset(p).difference(g) if g else frozenset(p))
-                           for r, p in groups.items() if not g.issuperset(p)])
-        content = (g, items)
+        content = self.canonical(g, groups)
+        g, items = content
         s = self.state_of.get(content)
         if s is None:
             s = len(self.d.contents)
@@ -192,6 +190,84 @@ class _Builder:
                 head = self.res_head
                 self.todo[min([head[r] for r, _ in items])].append(s)
         return s
+
+    def canonical(self, g: frozenset, groups: dict) -> Content:
+        """(G, items) of G `g` and {residual: ports}: ports guaranteed move to G, and, port by
+        port, the residuals that test one field and nothing after it are one residual per
+        field (the union of their intervals): `f < 5 -> p` and `f > 9 -> p` become
+        `f in [0,4]|[10,..] -> p`. Without that, a filter that is an `or` of many two-field
+        clauses makes a state for every combination of clauses whose first field held,
+        where few distinct functions are left (issue 16 item 7)."""
+        now = groups.pop(0, None)
+        if now:
+            g = g.union(now)
+        pairs = [(r, frozenset(p).difference(g) if g else frozenset(p))
+                 for r, p in groups.items() if not g.issuperset(p)]
+        if len(pairs) > 1:
+            nxt, head = self.res_next, self.res_head
+            last = [r for r, _ in pairs if not nxt[r]]
+            if len({head[r] for r in last}) < len(last):
+                return self._merge(g, pairs)
+        return g, frozenset(pairs)
+
+    def _merge(self, g: frozenset, pairs: list) -> Content:
+        nxt = self.res_next
+        by_port: dict[int, list[int]] = defaultdict(list)
+        out: dict[int, set[int]] = defaultdict(set)
+        for r, ports in pairs:
+            if nxt[r]:
+                out[r].update(ports)
+            else:
+                for p in ports:
+                    by_port[p].append(r)
+        more = set()
+        for p, rids in by_port.items():
+            placed = self.merge_rids(rids) if len(rids) > 1 else rids
+            if 0 in placed:
+                more.add(p)
+            else:
+                for r in placed:
+                    out[r].add(p)
+        if more:  # guaranteed now: out of every item
+            g = g.union(more)
+            return g, frozenset([(r, frozenset(ps - more)) for r, ps in out.items()
+                                 if not ps <= more])
+        return g, frozenset([(r, frozenset(ps)) for r, ps in out.items()])
+
+    def merge_rids(self, rids) -> set[int]:
+        """One port's residuals with the residuals that test one field and nothing after it
+        made one per field; {0} if one of those then always holds."""
+        head, nxt, ivs = self.res_head, self.res_next, self.res_ivs
+        same: dict[int, list[int]] = defaultdict(list)
+        out: set[int] = set()
+        for r in rids:
+            if nxt[r]:
+                out.add(r)
+            else:
+                same[head[r]].append(r)
+        for k, rs in same.items():
+            if len(rs) == 1:
+                out.add(rs[0])
+                continue
+            union = normalize([pair for r in rs for pair in ivs[r]])
+            if union == ((0, self.order[k].max_value),):
+                return {0}
+            out.add(self.intern(k, union, 0))
+        if 0 in out:
+            return {0}
+        return out
+
+    def intern(self, k: int, ivs: IntervalSet, nxt: int) -> int:
+        """The residual `field k in ivs, then residual nxt`."""
+        key = (k, ivs, nxt)
+        rid = self.res_key.get(key)
+        if rid is None:
+            rid = self.res_key[key] = len(self.res_head)
+            self.res_head.append(k)
+            self.res_ivs.append(ivs)
+            self.res_next.append(nxt)
+            self.d.residuals.append((self.order[k].qname, ivs, nxt))
+        return rid
 
     def split(self, s: int, k: int) -> Split:
         g, items = self.d.contents[s]

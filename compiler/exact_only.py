@@ -54,6 +54,11 @@ def diagram_for(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | 
     if ports_of is None:
         return None
     q, ports_of = ports_of
+    if len(ports_of) > q.max_value:
+        # Every value of the field is named: the general path's canonical form may fold the
+        # whole field away (one port set everywhere: the start state is a leaf), which this
+        # sweep does not; such a field is narrow, so the general path is cheap anyway.
+        return None
     # An exact entry per value, the miss going to the dead state, which then spans the most;
     # on a field so narrow that the values cover half of it, maybe a default entry too.
     n_entries = len(ports_of) + (2 * len(ports_of) > q.max_value)

@@ -22,10 +22,8 @@ def choose(spec: Spec, conjunctions: Iterable[Conjunction],
     any rule tests it, so that the pipeline stays the same for every rule set (what a target
     whose program is compiled once, like a Kafka broker's switch, needs).
     """
-    declared = list(spec.query_fields.values())
     if static:
-        named = _named(spec, override or ())
-        return named + [q for q in declared if q not in named]
+        return ranked(spec, {}, override, static)
     distinct: dict[QueryField, set] = {}  # each field's distinct interval sets
     for conj in conjunctions:
         for q, ivs in conj.items():
@@ -34,6 +32,17 @@ def choose(spec: Spec, conjunctions: Iterable[Conjunction],
                 s = distinct[q] = set()
             s.add(ivs)
     cuts = {q: {x for ivs in s for pair in ivs for x in pair} for q, s in distinct.items()}
+    return ranked(spec, {q: len(c) for q, c in cuts.items()}, override, static)
+
+
+def ranked(spec: Spec, cuts: dict[QueryField, int], override: Sequence[str] | None = None,
+           static: bool = False) -> list[QueryField]:
+    """`choose` from each tested field's number of distinct cut values (what an incremental
+    compile keeps count of)."""
+    declared = list(spec.query_fields.values())
+    if static:
+        named = _named(spec, override or ())
+        return named + [q for q in declared if q not in named]
     used = set(cuts)
     if override:
         order = _named(spec, override)
@@ -42,7 +51,7 @@ def choose(spec: Spec, conjunctions: Iterable[Conjunction],
             raise CamusError(f"--field-order leaves out field(s) the rules test: "
                              f"{', '.join(missing)}")
         return [q for q in order if q in used]
-    return sorted(used, key=lambda q: (len(cuts[q]), q.kind != "exact", declared.index(q)))
+    return sorted(used, key=lambda q: (cuts[q], q.kind != "exact", declared.index(q)))
 
 
 def _named(spec: Spec, names: Sequence[str]) -> list[QueryField]:

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import RuleError
+from compiler.normalize import MAX_DISJUNCTS, size_bound
 from compiler.rule_syntax import MAX_NESTING, Parser, Token, split_rules, tokenize
 from compiler.rule_typing import Compare, RuleTyper
 from compiler.spec import QueryField, Spec
@@ -112,6 +113,7 @@ class _RuleBuilder:
         self.converted: dict[tuple[QueryField, str], dict[str, tuple[int, int | None]]] = {}
         self.port_sets: dict[str | tuple[str, ...], frozenset[int]] = {}
         self.plain: set[tuple[QueryField, str]] = set()  # (field, op) that took a decimal
+        self.bounds: dict[str, int] = {}  # shape -> normalize.size_bound of its filters
 
     def rule(self, text: str, line: int, column: int) -> Rule:
         if "\x00" in text:  # the shape's slot marker: never valid in a rule's own text
@@ -131,17 +133,29 @@ class _RuleBuilder:
         consts = parts[1::2]
         # ends[2 * i] is where constant i starts in the text (and ends[2 * i + 1] its end).
         ends = list(accumulate(map(len, parts)))
+        rule = None
         if plan.fast is not None:
             try:
-                return plan.fast(consts, ends, line, column, text)
+                rule = plan.fast(consts, ends, line, column, text)
             except (_Fallback, RuleError):
                 pass  # the general path below gives the error, or the rule
-        values = [Token(_constant_type(c), c, line, column + ends[2 * i])
-                  for i, c in enumerate(consts)]
-        f, port_tokens, slot_columns = plan.parsed
-        self.slot_columns, self.line, self.column, self.origin = \
-            slot_columns, line, column, plan.column
-        return Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text)
+        if rule is None:
+            values = [Token(_constant_type(c), c, line, column + ends[2 * i])
+                      for i, c in enumerate(consts)]
+            f, port_tokens, slot_columns = plan.parsed
+            self.slot_columns, self.line, self.column, self.origin = \
+                slot_columns, line, column, plan.column
+            rule = Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text)
+        # A filter whose normal form may be too large is refused here, at parse time, with
+        # its position, never later by the compiler. The bound depends on the shape only.
+        bound = self.bounds.get(shape)
+        if bound is None:
+            bound = self.bounds[shape] = size_bound(rule.filter)
+        if bound > MAX_DISJUNCTS:
+            raise RuleError(f"this filter may expand to more than {MAX_DISJUNCTS} alternatives "
+                            "in disjunctive normal form (each 'and' of 'or's multiplies "
+                            "them); split it into several rules", line, column, self.source)
+        return rule
 
     def fast(self, f, port_tokens: list[Token], slot_columns: list[int]):
         """The shape's instantiation as one function of its constants' texts and columns, or

@@ -53,6 +53,11 @@ def group_id(application: str) -> int:
     return 1 + h % MAX_GROUP_ID
 
 
+def text_hash(text: str, mask: int) -> int:
+    """Where an id search starts for a key of this canonical text."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") & mask
+
+
 def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) -> dict:
     """Nonzero ids of `bits` bits from a hash of each key's text; collisions probe upward.
 
@@ -62,8 +67,7 @@ def stable_ids(keys: dict[object, str], bits: int, reserved: dict[object, int]) 
     mask = (1 << bits) - 1
     taken = set(reserved.values()) | {0}
     out = dict(reserved)
-    hashed = sorted((int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "big")
-                     & mask, t, k) for k, t in keys.items() if k not in reserved)
+    hashed = sorted((text_hash(t, mask), t, k) for k, t in keys.items() if k not in reserved)
     if len(hashed) + len(taken) > mask:
         raise OverflowError(f"more than {mask} ids needed in a {bits}-bit space")
     for h, _, k in hashed:
@@ -107,43 +111,19 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
     contents = d.contents
     dead = {s for s in reachable if contents[s] == (frozenset(), frozenset())}
     leaves = {s: contents[s][0] for s in reachable if not contents[s][1] and contents[s][0]}
-    bitmaps = {ports: bitmap(ports) for ports in set(leaves.values()) if len(ports) > 1}
+    bitmaps: dict[frozenset, int] = {}
 
     def action(t: int) -> tuple[str, dict]:
-        # An entry that leads to a leaf decides the message right there: the leaf's action is
-        # folded into it, so leaves need no entries of their own (about half of all entries).
-        ports = leaves.get(t)
-        if ports is None:
-            return "set_state", {"state": ids[t]}
-        if len(ports) == 1:
-            return "fwd", {"port": next(iter(ports))}
-        return "mcast", {"ports": bitmaps[ports]}
+        return decision(t, ids, leaves, bitmaps)
 
-    for s in reachable:
+    # States in id order (the start state, 0, first): the document depends on the rule set,
+    # never on the order rules were given or states found (an incremental compile, which
+    # finds them in another order, writes the same file).
+    for s in sorted(reachable, key=ids.__getitem__):
         split = d.splits.get(s)
-        if split is None:
-            continue
-        stage = stages[split.stage]
-        kind = MATCH_KINDS[stage.match_kind]
-        cover, field, width = kind.cover, stage.field.name, stage.field.width
-        default = _default_successor(split.intervals, kind.per_value, dead)
-        sid = ids[s]
-        # A state left unchanged by a miss passes every later stage and misses the leaf
-        # table: exactly what the dead state does, so a default to it needs no entry.
-        if default not in dead:
-            name, params = action(default)
-            entries.append({"table": stage.default_table, "match": {"state": {"exact": sid}},
-                            "action": name, "params": params})
-        for lo, hi, t in split.intervals:
-            if t == default:
-                continue
-            name, params = action(t)
-            for match, priority in cover(lo, hi, width):
-                e = {"table": stage.table, "match": {"state": {"exact": sid}, field: match},
-                     "action": name, "params": params}
-                if priority:
-                    e["priority"] = priority
-                entries.append(e)
+        if split is not None:
+            entries += state_entries(stages[split.stage], ids[s], split.intervals, dead, action,
+                                     ids)
     if d.root in leaves:  # only reachable as the start state (every rule is always true)
         name, params = action(d.root)
         entries.append({"table": leaf_table, "match": {"state": {"exact": 0}},
@@ -155,7 +135,66 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
     return entries, groups
 
 
-def _default_successor(intervals: list[tuple[int, int, int]], per_value: bool, dead: set[int]) -> int:
+def decision(t, ids: dict, leaves: dict, bitmaps: dict) -> tuple[str, dict]:
+    """The action of an entry that leads to state `t`. An entry that leads to a leaf decides
+    the message right there: the leaf's action is folded into it, so leaves need no entries
+    of their own (about half of all entries). `bitmaps` caches `bitmap(ports)` per port set."""
+    ports = leaves.get(t)
+    if ports is None:
+        return "set_state", {"state": ids[t]}
+    if len(ports) == 1:
+        return "fwd", {"port": next(iter(ports))}
+    bits = bitmaps.get(ports)
+    if bits is None:
+        bits = bitmaps[ports] = bitmap(ports)
+    return "mcast", {"ports": bits}
+
+
+def state_entries(stage: Stage, sid: int, intervals: list[tuple[int, int, object]], dead,
+                  action, ids) -> list[dict]:
+    """The entries of one state (id `sid`) whose split is `intervals` (lo, hi, successor):
+    its default entry and one entry per interval (or per prefix) not going the default way.
+    `action(t)` is the action leading to successor `t`, `ids[t]` its id."""
+    default = default_successor(stage, intervals, dead, ids)
+    entries = []
+    # A state left unchanged by a miss passes every later stage and misses the leaf
+    # table: exactly what the dead state does, so a default to it needs no entry.
+    if default not in dead:
+        entries.append(default_entry(stage, sid, action(default)))
+    for lo, hi, t in intervals:
+        if t != default:
+            entries += interval_entries(stage, sid, lo, hi, action(t))
+    return entries
+
+
+def default_successor(stage: Stage, intervals: list[tuple[int, int, object]], dead, ids):
+    return _default_successor(intervals, MATCH_KINDS[stage.match_kind].per_value, dead, ids)
+
+
+def default_entry(stage: Stage, sid: int, action: tuple[str, dict]) -> dict:
+    name, params = action
+    return {"table": stage.default_table, "match": {"state": {"exact": sid}},
+            "action": name, "params": params}
+
+
+def interval_entries(stage: Stage, sid: int, lo: int, hi: int,
+                     action: tuple[str, dict]) -> list[dict]:
+    """The entries sending values lo..hi of state `sid` the way of `action`."""
+    name, params = action
+    field, out = stage.field.name, []
+    for match, priority in MATCH_KINDS[stage.match_kind].cover(lo, hi, stage.field.width):
+        e = {"table": stage.table, "match": {"state": {"exact": sid}, field: match},
+             "action": name, "params": params}
+        if priority:
+            e["priority"] = priority
+        out.append(e)
+    return out
+
+
+def _default_successor(intervals: list[tuple[int, int, object]], per_value: bool, dead,
+                       ids) -> object:
+    """The successor a state's default entry leads to; ties go to the smallest id, so the
+    choice depends on meaning only."""
     count = Counter(t for _, _, t in intervals)
     span: Counter = Counter()
     for lo, hi, t in intervals:
@@ -164,8 +203,7 @@ def _default_successor(intervals: list[tuple[int, int, int]], per_value: bool, d
         # Every value that is not a constant leads to one place, which therefore spans all
         # but (number of constants) values: the most. Everything else is a constant, so the
         # exact entries are exactly the constants.
-        return max(span, key=lambda t: (span[t], -t))
+        return max(span, key=lambda t: (span[t], -ids[t]))
     # Range and lpm entries cost one per interval (or per prefix): save the most common one.
     # The dead state as default also saves the default entry itself.
-    return max(count, key=lambda t: (count[t] + (t in dead), span[t], -t))
-
+    return max(count, key=lambda t: (count[t] + (t in dead), span[t], -ids[t]))

@@ -47,7 +47,8 @@ class EmbeddedTarget(Target):
         if len(changes) < REBUILD_AT:
             return super().stage(pipeline, entries, changes)
         try:
-            fresh = dataplane.load(pipeline, entries, impl=self.impl)
+            fresh = dataplane.load(pipeline, entries() if callable(entries) else entries,
+                                   impl=self.impl)
         except EntryError as exc:
             raise TargetError(str(exc)) from exc
         return partial(setattr, self, "switch", fresh)

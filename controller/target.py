@@ -90,11 +90,14 @@ class Target(abc.ABC):
         """Write an entry diff, in `changes.steps()` order; TargetError if a write is refused
         (the target may then hold part of the diff: `load` it whole)."""
 
-    def stage(self, pipeline: dict, entries: dict, changes: Changes) -> Callable[[], None]:
+    def stage(self, pipeline: dict, entries: dict | Callable[[], dict],
+              changes: Changes) -> Callable[[], None]:
         """Prepare, on any thread, taking the target from its entries to `entries` (the
         diff `changes`); return the call that makes it take effect, which the caller runs on
         the thread that sends. The broker stages on its compile worker so that a large
-        change costs the event loop only the commit. By default nothing is prepared and the
+        change costs the event loop only the commit. `entries` may be a call that makes the
+        document, for a target to make only if it needs it (an incremental compile makes a
+        change's diff without the whole document). By default nothing is prepared and the
         commit is `apply(changes)`."""
         return partial(self.apply, changes)
 

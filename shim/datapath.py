@@ -7,14 +7,16 @@ never changes and a subscription change only changes table entries and multicast
 Every egress port is one subscription endpoint: a view (all partitions of its source,
 through its filter) or a consumer-group member (its assigned partitions of one topic or
 view, through the view's filter if any). `subscribe(port, ...)` and `unsubscribe(port)`
-edit the subscription set; `sync()` recompiles the rules (`shim.subscriptions.rules_for` +
-`compile_rules(static=True)`) and writes only the difference (`controller.diff`) to the
-target; a write the target refuses (`TargetError`) makes it reload the whole state. Once
-the broker serves (`compile_in_background()`), nothing compiles on the event loop: a change
-compiles on a worker thread from a snapshot of the subscriptions while the target keeps its
-old entries, the result is written on the loop, and `when_applied(fn)` runs `fn` once the
-subscriptions of its time are on the target (what a new view's replay waits for); a released
-port is reused only after the entries that sent to it are gone.
+edit the subscription set; `sync()` applies the endpoints that changed since the last
+compile to the incremental compiler (`compiler.incremental`: one rule per endpoint, from
+`shim.subscriptions.rules_for`, removed and added), which answers with the entry writes
+the change needs, in time proportional to the change, not to the subscriptions; those go
+to the target; a write the target refuses (`TargetError`) makes it reload the whole state.
+Once the broker serves (`compile_in_background()`), nothing compiles on the event loop: a
+change compiles on a worker thread from a snapshot of the changed endpoints while the target
+keeps its old entries, the result is written on the loop, and `when_applied(fn)` runs `fn`
+once the subscriptions of its time are on the target (what a new view's replay waits for); a
+released port is reused only after the entries that sent to it are gone.
 
 `send(topic, partition, records, then=...)` extracts each record's slots with the topic's
 schema, reframes it (`shim.reframe`, fragments for large records) and hands the frames to
@@ -44,15 +46,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from compiler.ast import Const, Filter
-from compiler.compile import compile_rules, no_cyclic_gc
-from controller.diff import Changes, diff
+from compiler.ast import Const, Filter, Rule
+from compiler.compile import no_cyclic_gc
+from compiler.incremental import Incremental
+from controller.diff import Changes
 from controller.target import Emitted, Target, TargetError
 from shim import reframe
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
@@ -91,24 +94,29 @@ class _Sent:
 
 @dataclass
 class _Prepared:
-    """A compile's result, ready to commit to a target that holds `base`."""
+    """A change compiled (the compiler holds it), ready to commit to the target."""
 
-    base: dict  # the entries the diff starts from
-    entries: dict
     changes: Changes
     commit: Callable[[], None] | None  # None: the target could not stage; reload it
+    subs: dict[int, Subscription | None]  # the endpoints it changed, as they are now
 
 
 class DataPath:
     def __init__(self, target: Target) -> None:
         self.spec = kafka_spec()
-        empty = compile_rules(self.spec, [], static=True)
-        self.pipeline = empty.pipeline
+        # What the compiler holds: one rule per endpoint (touched on the worker only, one
+        # change at a time); what the target holds lags it until a change is committed.
+        self.compiler = Incremental(self.spec, [], static=True)
+        self._rules: dict[int, Rule] = {}
+        self.pipeline = self.compiler.pipeline
         self.target = target
         target.set_receiver(self._report)
-        target.load(self.pipeline, empty.entries)
-        self.entries = empty.entries
+        target.load(self.pipeline, self.compiler.entries())
+        self._reload = False  # the target may differ from the compiler: load it whole
         self.subscriptions: dict[int, Subscription] = {}
+        self._changed_ports: set[int] = set()  # endpoints changed since the last compile
+        self._topics: Counter = Counter()  # topic -> endpoints on the target
+        self._on_target: dict[int, int] = {}  # endpoint -> its topic, on the target
         self.reassemblers: dict[int, reframe.Reassembler] = {}
         self.topics_wanted: set[int] = set()
         self.log_ports: set[int] = set()  # endpoints whose packets are reassembled into records
@@ -139,7 +147,7 @@ class DataPath:
         sub = Subscription(topic_number, port, partitions, filter)
         if self.subscriptions.get(port) != sub:
             self.subscriptions[port] = sub
-            self._changed()
+            self._changed(port)
         if log:
             self.log_ports.add(port)
         else:
@@ -147,7 +155,7 @@ class DataPath:
 
     def unsubscribe(self, port: int, release: bool = True) -> None:
         if self.subscriptions.pop(port, None) is not None:
-            self._changed()
+            self._changed(port)
         self.reassemblers.pop(port, None)
         self.log_ports.discard(port)
         self.stats.packets_out.pop(port, None)
@@ -155,9 +163,21 @@ class DataPath:
             self.when_applied(partial(self.after, partial(self._free_ports.append, port)),
                               update=False)
 
-    def _changed(self) -> None:
+    def _changed(self, port: int) -> None:
         self._dirty = True
         self._epoch += 1
+        self._changed_ports.add(port)
+
+    @property
+    def entries(self) -> dict:
+        """entries.json of the subscriptions compiled last (made afresh: for tests and
+        tools, not for the data path)."""
+        return self.compiler.entries()
+
+    def _snapshot(self) -> dict[int, Subscription | None]:
+        """The endpoints changed since the last snapshot, as they are now (None: gone)."""
+        changed, self._changed_ports = self._changed_ports, set()
+        return {p: self.subscriptions.get(p) for p in changed}
 
     def compile_in_background(self) -> None:
         """From now on compile on a worker thread, never on the calling (event loop) thread."""
@@ -179,80 +199,101 @@ class DataPath:
         writes. (A broker that serves calls `update` instead.)"""
         if not self._dirty:
             return 0
-        subs = sorted(self.subscriptions.values(), key=lambda s: s.port)
-        return self._commit(self._prepare(subs, self.entries), subs, self._epoch)
+        return self._commit(self._prepare(self._snapshot()), self._epoch)
 
     def update(self) -> None:
         """Bring the target in line: here (`sync`), or once compiling in the background by
-        starting a compile of the current subscriptions on the worker, unless one is under
-        way (its result is written first, then the next change compiles)."""
+        starting a compile of the changed endpoints on the worker, unless one is under way
+        (its result is written first, then the next change compiles)."""
         if self._worker is None:
             self.sync()
             return
         if not self._dirty or self._compiling:
             return
-        subs = sorted(self.subscriptions.values(), key=lambda s: s.port)
+        subs = self._snapshot()
         epoch, loop = self._epoch, asyncio.get_running_loop()
-        future = loop.run_in_executor(self._worker, self._prepare, subs, self.entries)
+        future = loop.run_in_executor(self._worker, self._prepare, subs)
         self._compiling = True
         future.add_done_callback(partial(self._compiled, subs, epoch))
 
-    def _prepare(self, subs: list[Subscription], base: dict) -> _Prepared:
-        """Compile `subs`, diff against `base` (the entries on the target) and stage the
-        writes: everything but the commit, on whatever thread calls it.
+    def _prepare(self, subs: dict[int, Subscription | None]) -> _Prepared:
+        """Apply the changed endpoints `subs` to the compiler and stage the writes it answers
+        with: everything but the commit, on whatever thread calls it.
 
-        All of it builds large acyclic structures (the diagram, the entries, their diff, a
-        staged switch), so the cycle collector is paused throughout, as `compile_rules`
-        pauses it for its own part: a full collection walking them would hold the GIL,
-        and so the event loop, for a second or more."""
+        The cycle collector is paused throughout, as `compile_rules` pauses it: the compiler
+        holds large acyclic structures, and a full collection walking them would hold the
+        GIL, and so the event loop, for a second or more. If the compiler fails, it is
+        rebuilt from the rules it held before, which the target holds."""
         with no_cyclic_gc():
-            compiled = compile_rules(self.spec, rules_for(self.spec, subs), static=True)
-            assert compiled.pipeline == self.pipeline, "a static pipeline must not depend on rules"
-            changes = diff(base, compiled.entries)
+            removed = [self._rules[p] for p in subs if p in self._rules]
+            now = [s for s in subs.values() if s is not None]
+            added = rules_for(self.spec, now)
             try:
-                commit = self.target.stage(self.pipeline, compiled.entries, changes)
+                step = self.compiler.change(added, removed)
+            except BaseException:
+                self.compiler = Incremental(self.spec, list(self._rules.values()), static=True)
+                raise
+            for p in subs:
+                self._rules.pop(p, None)
+            self._rules.update(zip((s.port for s in now), added))
+            changes = Changes(step.delete, step.insert, step.modify, step.set_groups,
+                              step.delete_groups)
+            try:
+                commit = self.target.stage(self.pipeline, self.compiler.entries, changes)
             except TargetError:
                 commit = None  # the commit reloads
-        return _Prepared(base, compiled.entries, changes, commit)
+        return _Prepared(changes, commit, subs)
 
-    def _compiled(self, subs: list[Subscription], epoch: int, future) -> None:
+    def _compiled(self, subs: dict[int, Subscription | None], epoch: int, future) -> None:
         self._compiling = False
         if future.cancelled():
+            self._reload = True
             return
         if future.exception() is not None:
-            # The old entries stay; the change that caused it is reported and left out.
-            log.error("compiling %d subscriptions failed; the target keeps its entries: %s",
-                      len(subs), future.exception())
+            # The old entries stay; the change that caused it is reported and left out
+            # until the next change, which compiles it again.
+            log.error("compiling %d changed subscriptions failed; the target keeps its "
+                      "entries: %s", len(subs), future.exception())
+            self._changed_ports.update(subs)
             self._applied = epoch
             self._dirty = epoch != self._epoch  # not retried until the next change
             self._run_applied()
         elif epoch > self._applied:
-            self._commit(future.result(), subs, epoch)
+            self._commit(future.result(), epoch)
+        else:  # not committed, though the compiler holds it
+            self._reload = True
         self.update()
 
-    def _commit(self, prepared: _Prepared, subs: list[Subscription], epoch: int) -> int:
+    def _commit(self, prepared: _Prepared, epoch: int) -> int:
         changes, commit = prepared.changes, prepared.commit
-        if prepared.base is not self.entries:  # the target changed meanwhile: diff again
-            changes = diff(self.entries, prepared.entries)
-            commit = partial(self.target.apply, changes)
         try:
-            if commit is None:
+            if commit is None or self._reload:
                 raise TargetError("the target could not stage the writes")
             commit()
-        except TargetError:
+        except TargetError as exc:
             # The target refused a write the diff believed valid: never run half-updated;
             # load the whole compiled state instead.
-            log.exception("incremental target update failed; reloading all %d entries",
-                          len(prepared.entries["table_entries"]))
-            self.target.load(self.pipeline, prepared.entries)
-        self.entries = prepared.entries
-        self.topics_wanted = {s.topic_id for s in subs}
+            if not self._reload:
+                log.error("incremental target update failed (%s); reloading all entries", exc)
+            self.target.load(self.pipeline, self.compiler.entries())
+            self._reload = False
+        for port, sub in prepared.subs.items():
+            old = self._on_target.pop(port, None)
+            if old is not None:
+                self._topics[old] -= 1
+                if not self._topics[old]:
+                    del self._topics[old]
+            if sub is not None:
+                self._on_target[port] = sub.topic_id
+                self._topics[sub.topic_id] += 1
+        self.topics_wanted = set(self._topics)
         self._applied = epoch
         self._dirty = epoch != self._epoch
         self._run_applied()
         self.stats.syncs += 1
         self.stats.writes += len(changes)
-        log.debug("target updated: %d writes for %d subscriptions", len(changes), len(subs))
+        log.debug("target updated: %d writes for %d changed subscriptions", len(changes),
+                  len(prepared.subs))
         return len(changes)
 
     def _run_applied(self) -> None:

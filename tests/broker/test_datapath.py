@@ -127,9 +127,10 @@ def test_a_refused_incremental_write_falls_back_to_a_full_reload():
     a, b = dp.allocate_port(), dp.allocate_port()
     dp.subscribe(a, 1)
     dp.sync()
-    dp.entries = {"camus_entries": 2, "table_entries": [], "multicast_groups": []}  # out of step
+    # The switch loses its entries behind the data path's back (out of step with it).
+    dp.target.load(dp.pipeline, {"camus_entries": 2, "table_entries": [], "multicast_groups": []})
     dp.subscribe(b, 1, frozenset([0]))
-    dp.sync()  # inserting what the switch already holds is refused; the reload repairs it
+    dp.sync()  # rewriting an entry the switch no longer holds is refused; the reload repairs it
     out = delivered(dp.send, 1, 0, None, [Record(0, 1, None, b"x")])
     assert sorted(out) == [a, b]
 

@@ -1,0 +1,965 @@
+"""Incremental compilation: a compiled rule set that takes one rule change at a time and
+answers with the entry writes it needs, in time proportional to what changed.
+
+Theory of operation. The decision diagram (diagram.py) is a function of the rule set: a state
+is a canonical content (G, {residual: ports}), its split is a function of its content, and
+canonicalisation works port by port. For a port p, what a state's successor at value x holds
+of p depends only on the state's own pairs (residual, p): p is guaranteed there if some pair
+with p completes at x (or p is already guaranteed), else p rides with the next residual of
+every pair with p that holds at x, and with every pair that tests a later field. So a rule
+change, which changes the start state's pairs for the rule's ports only, changes a successor
+only for those ports and only over the intervals of the changed pairs; the successor's new
+content is its old content with those ports placed anew, and its split is the old split
+patched the same way, recursively. States are hash-consed and immutable (except the start
+state, edited in place) and counted by reference: a change creates the states on the paths it
+alters and frees those no path reaches any more.
+
+On top of the raw states sits the reduced diagram that `diagram._bypass_redundant` makes: a
+state whose split goes one way is its successor, and states whose splits lead to the same
+places over the same intervals are one *node*, represented (as there) by the start state or
+else the member with the smallest canonical text. Nodes are keyed by what they mean (stage and
+intervals over successor nodes), so a node's entries change only when its own id or a
+successor's id changes (a leaf's action, `fwd` or `mcast` with its port bitmap, depends on
+its ports alone). The application's one multicast group reaches every port a leaf names: it
+is written again when that set changes. State ids are as wide as a from-scratch compile makes
+them (`tables.state_bits` of the number of states); when a change moves that width, which is
+rare, every id is derived again and every entry rewritten (`Step.resized`). Ids come from
+`IdSpace`, which keeps exactly the ids `tables.stable_ids` would give the current set. The document (`entries()`) is therefore the
+one a from-scratch `compile_rules` of the same rules writes, byte for byte; the property
+tests check that, and `compiler.semantics`, after every change.
+
+What is not incremental: a change that alters the field order or a field's match kind (the
+default heuristics pick both from the rules; `--field-order` and `static=True` fix them)
+changes the pipeline, and is compiled from scratch and diffed (`Step.rebuilt`).
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from compiler import intervals as iv
+from compiler import lowering, order
+from compiler.ast import And, Atom, Not, Or, Rule
+from compiler.diagram import _Builder, port_list
+from compiler.errors import CamusError
+from compiler.id_space import IdSpace
+from compiler.normalize import dnf
+from compiler.rules import deep_recursion
+from compiler.spec import QueryField, Spec
+from compiler.tables import (decision, default_entry, default_successor, interval_entries,
+                             state_bits)
+from p4rt.entry_key import entry_key
+from pipeline import entries as entries_json
+from pipeline.match_kinds import MATCH_KINDS
+from pipeline.model import MAX_PORTS_WIDTH
+
+ROOT = 0
+# A node's key: ("L", leaf state), ("root", G) for a start state that is a leaf, or
+# (stage, ((lo, hi, successor node number), ...)).
+
+
+@dataclass
+class Step:
+    """The writes one change needs (the form of `controller.diff.Changes`)."""
+
+    delete: list[dict] = field(default_factory=list)
+    insert: list[dict] = field(default_factory=list)
+    modify: list[dict] = field(default_factory=list)
+    set_groups: dict[int, tuple] = field(default_factory=dict)  # id -> ((port, rid), ...)
+    delete_groups: list[int] = field(default_factory=list)
+    rebuilt: bool = False  # the pipeline changed: compiled from scratch
+    # The state ids' width (every id derived again) or the port bitmaps' width changed, and
+    # with them the pipeline (only for a compile sized to its rules, not a static one).
+    resized: bool = False
+    seconds: float = 0.0
+
+    def __len__(self) -> int:
+        return (len(self.delete) + len(self.insert) + len(self.modify) + len(self.set_groups)
+                + len(self.delete_groups))
+
+
+class _Raw(_Builder):
+    """The unreduced diagram, hash-consed, built eagerly and patched by changes."""
+
+    def __init__(self, fields: Sequence[QueryField]):
+        super().__init__(fields)
+        self.split_of: dict[int, tuple[int, list]] = {}
+        self.refs: dict[int, int] = {}
+        self.items_of: dict[int, dict] = {}  # rid -> ports, made on demand
+        self.by_port_of: dict[int, dict] = {}  # port -> frozenset of rids, made on demand
+        # Nodes of the reduced diagram, numbered; a state's node (bypassed states: their
+        # successor's). Keys name successors by node number, so hashing a key is flat.
+        self.cls: dict[int, int] = {}
+        self.nid_of: dict[tuple, int] = {}
+        self.key_of: dict[int, tuple] = {}
+        self._next_nid = 0
+        self.members: dict[int, set[int]] = {}
+        self.touched: set[int] = set()
+        self.unref: set[int] = set()
+        # The start state, edited in place: G, rid -> ports, port -> rids, heads' counts.
+        self.root_g: set[int] = set()
+        self.root_items: dict[int, frozenset] = {}
+        self.root_by_port: dict[int, set[int]] = defaultdict(set)
+        self.root_heads: Counter = Counter()
+        self.d.contents.append(None)  # index 0 is the start state; its content lives above
+        self.refs[ROOT] = 1
+
+    # --- states -------------------------------------------------------------------------
+
+    def state(self, g: frozenset, groups: dict) -> int:
+        """The full sweep's successor (see _Builder.split): canonical, then interned."""
+        return self._intern(*self.canonical(g, groups))
+
+    def _intern(self, g: frozenset, items: frozenset, items_dict: dict | None = None,
+                by_port: dict | None = None, hint: int | None = None,
+                changed: dict | None = None) -> int:
+        content = (g, items)
+        s = self.state_of.get(content)
+        if s is not None:
+            return s
+        s = len(self.d.contents)
+        self.state_of[content] = s
+        self.d.contents.append(content)
+        self.refs[s] = 0
+        self.unref.add(s)
+        if items_dict is not None:
+            self.items_of[s] = items_dict
+        if by_port is not None:
+            self.by_port_of[s] = by_port
+        if items:
+            head = self.res_head
+            k = min([head[r] for r, _ in items])
+            old = self.split_of.get(hint) if hint is not None else None
+            if old is not None and old[0] == k and changed is not None:
+                ivs = self._patch(s, k, old[1], changed)
+            else:
+                ivs = self.split(s, k).intervals
+            self._set_split(s, k, ivs)
+        self._classify(s)
+        return s
+
+    def _set_split(self, s: int, k: int, ivs: list) -> None:
+        old = self.split_of.get(s)
+        for t in {t for _, _, t in ivs}:
+            self.refs[t] += 1
+            self.unref.discard(t)
+        self.split_of[s] = (k, ivs)
+        if old is not None:
+            self._drop({t for _, _, t in old[1]})
+
+    def _drop(self, targets: Iterable[int]) -> None:
+        for t in targets:
+            self.refs[t] -= 1
+            if not self.refs[t]:
+                self.unref.add(t)
+
+    def collect(self) -> None:
+        """Free the states no split reaches any more (and what only they reached)."""
+        while self.unref:
+            s = self.unref.pop()
+            if self.refs.get(s, 1) or s == ROOT:
+                continue
+            del self.refs[s]
+            content = self.d.contents[s]
+            del self.state_of[content]
+            self.d.contents[s] = None
+            self.items_of.pop(s, None)
+            self.by_port_of.pop(s, None)
+            self._unclassify(s)
+            split = self.split_of.pop(s, None)
+            if split is not None:
+                self._drop({t for _, _, t in split[1]})
+
+    def view(self, s: int) -> tuple:
+        """(G, rid -> ports, port -> rids) of a state."""
+        if s == ROOT:
+            return self.root_g, self.root_items, self.root_by_port
+        items = self.items_of.get(s)
+        g, fs = self.d.contents[s]
+        if items is None:
+            items = self.items_of[s] = dict(fs)
+        by_port = self.by_port_of.get(s)
+        if by_port is None:
+            acc: dict[int, list] = defaultdict(list)
+            for r, ports in items.items():
+                for p in ports:
+                    acc[p].append(r)
+            by_port = self.by_port_of[s] = {p: frozenset(rs) for p, rs in acc.items()}
+        return g, items, by_port
+
+    # --- nodes (the reduced diagram) --------------------------------------------------------
+
+    def _classify(self, s: int) -> None:
+        split = self.split_of.get(s)
+        if split is None:
+            key: tuple = ("L", s) if s != ROOT else ("root", frozenset(self.root_g))
+        else:
+            k, ivs = split
+            cls = self.cls
+            merged: list = []
+            for lo, hi, t in ivs:
+                c = cls[t]
+                if merged and merged[-1][2] == c:
+                    merged[-1] = (merged[-1][0], hi, c)
+                else:
+                    merged.append((lo, hi, c))
+            if len(merged) == 1 and s != ROOT:  # redundant: the state is its successor
+                self.cls[s] = merged[0][2]
+                return
+            key = (k, tuple(merged))
+        n = self.nid_of.get(key)
+        if n is None:
+            n = self.nid_of[key] = self._next_nid
+            self._next_nid += 1
+            self.key_of[n] = key
+        self.cls[s] = n
+        self.members.setdefault(n, set()).add(s)
+        self.touched.add(n)
+
+    def _unclassify(self, s: int) -> None:
+        n = self.cls.pop(s)
+        members = self.members.get(n)
+        if members is not None and s in members:
+            members.discard(s)
+            self.touched.add(n)
+
+    def forget(self, n: int) -> None:
+        """Node `n` has no member left (checked at the end of a change, so that a node
+        that loses its last member and gains one within a change keeps its number)."""
+        del self.members[n]
+        del self.nid_of[self.key_of.pop(n)]
+
+    # --- patching a split ---------------------------------------------------------------
+
+    def _patch(self, s: int, k: int, old: list, changed: dict[int, set[int]]) -> list:
+        """The split of state `s` (stage k), from `old`, the split of a state that differs
+        from `s` only in where the ports of `changed` are ({port: rids whose pair with the
+        port appeared or went, 0 for G})."""
+        g, _, by_port = self.view(s)
+        top = self.order[k].max_value
+        head, nxt, res_ivs = self.res_head, self.res_next, self.res_ivs
+        regions: dict[int, tuple] = {}
+        for p, rids in changed.items():
+            pairs: list = []
+            for r in rids:
+                if r == 0 or head[r] != k:
+                    pairs = [(0, top)]
+                    break
+                pairs.extend(res_ivs[r])
+            regions[p] = iv.normalize(pairs)
+        affected = iv.normalize([pair for reg in regions.values() for pair in reg])
+        starts = [lo for lo, _, _ in old]
+        cuts: set[int] = set()
+        for lo, hi in affected:
+            i = bisect_right(starts, lo) - 1
+            while i < len(old) and old[i][0] <= hi:
+                cuts.add(old[i][0])
+                i += 1
+        for p in changed:
+            for r in by_port.get(p, ()):
+                if head[r] == k:
+                    for lo, hi in res_ivs[r]:
+                        cuts.add(lo)
+                        cuts.add(hi + 1)
+        ordered = sorted(cuts)
+        pieces: list = []
+        memo: dict = {}
+        for a_lo, a_hi in affected:
+            points = [a_lo] + [c for c in ordered[bisect_right(ordered, a_lo):]
+                               if c <= a_hi] if ordered else [a_lo]
+            for j, lo in enumerate(points):
+                hi = points[j + 1] - 1 if j + 1 < len(points) else a_hi
+                t = old[bisect_right(starts, lo) - 1][2]
+                places = []
+                for p, reg in regions.items():
+                    if not _holds(reg, lo):
+                        continue
+                    if p in g:
+                        places.append((p, (0,)))
+                        continue
+                    here = set()
+                    for r in by_port.get(p, ()):
+                        if head[r] != k:
+                            here.add(r)
+                        elif _holds(res_ivs[r], lo):
+                            here.add(nxt[r])
+                    if len(here) > 1:
+                        here = self.merge_rids(here)
+                    places.append((p, (0,) if 0 in here else tuple(sorted(here))))
+                mkey = (t, tuple(places))
+                succ = memo.get(mkey)
+                if succ is None:
+                    succ = memo[mkey] = self._derive(t, places)
+                pieces.append((lo, hi, succ))
+        # The old split outside the affected intervals, the pieces inside, merged.
+        out: list = []
+        a_starts = [lo for lo, _ in affected]
+        for lo, hi, t in old:
+            j = bisect_right(a_starts, hi) - 1  # the last affected interval starting by hi
+            if j < 0 or affected[j][1] < lo:  # (those before it end before it starts)
+                out.append((lo, hi, t))
+                continue
+            for c_lo, c_hi in iv.intersect(((lo, hi),), iv.complement(affected, top)):
+                out.append((c_lo, c_hi, t))
+        out += pieces
+        out.sort()
+        merged: list = []
+        for lo, hi, t in out:
+            if merged and merged[-1][2] == t:
+                merged[-1] = (merged[-1][0], hi, t)
+            else:
+                merged.append((lo, hi, t))
+        return merged
+
+    def _derive(self, t: int, places: list) -> int:
+        """State `t` with each (port, rids) of `places` placed anew: with G if rids is (0,),
+        else with exactly those residuals."""
+        gt, items_t, byp_t = self.view(t)
+        changed: dict[int, set[int]] = {}
+        for p, rids in places:
+            old = {0} if p in gt else set(byp_t.get(p, ()))
+            delta = old.symmetric_difference(rids)
+            if delta:
+                changed[p] = delta
+        if not changed:
+            return t
+        g = set(gt)
+        items = dict(items_t)
+        by_port = dict(byp_t)
+        for p, _ in places:
+            if p not in changed:
+                continue
+            g.discard(p)
+            for r in byp_t.get(p, ()):
+                ps = items[r] - {p}
+                if ps:
+                    items[r] = ps
+                else:
+                    del items[r]
+            by_port.pop(p, None)
+        for p, rids in places:
+            if p not in changed:
+                continue
+            if rids == (0,):
+                g.add(p)
+            else:
+                for r in rids:
+                    items[r] = items.get(r, frozenset()) | {p}
+                by_port[p] = frozenset(rids)
+        return self._intern(frozenset(g), frozenset(items.items()), items, by_port, t, changed)
+
+
+def _holds(ivs: tuple, x: int) -> bool:
+    for lo, hi in ivs:
+        if x < lo:
+            return False
+        if x <= hi:
+            return True
+    return False
+
+
+def ranged_fields(f) -> set[str]:
+    """The fields a filter tests with more than full-width equality (see match_kinds)."""
+    out: set[str] = set()
+    todo = [f]
+    while todo:
+        f = todo.pop()
+        if isinstance(f, Atom):
+            if f.prefix_len is not None or f.op not in ("==", "!="):
+                out.add(f.field.qname)
+        elif isinstance(f, (And, Or)):
+            todo.extend(f.items)
+        elif isinstance(f, Not):
+            todo.append(f.item)
+    return out
+
+
+def rule_key(rule: Rule) -> tuple:
+    """What a rule means (its filter and ports), whatever its line and text."""
+    return rule.filter, rule.ports
+
+
+class Incremental:
+    """Rules compiled once, then changed one at a time (`add`, `remove`), each change
+    answered with its writes (`Step`); `entries()` is the document a from-scratch
+    `compile_rules(spec, rules, field_order, static=static)` of the current rules gives."""
+
+    def __init__(self, spec: Spec, rules: Sequence[Rule] = (),
+                 field_order: Sequence[str] | None = None, static: bool = False):
+        self.spec, self.field_order, self.static = spec, field_order, static
+        self.rules: dict[tuple, list[Rule]] = {}
+        self.conjs: dict[tuple, list] = {}  # rule key -> its conjunctions (dnf)
+        self.ivs_count: dict[QueryField, Counter] = defaultdict(Counter)
+        self.cut_count: dict[QueryField, Counter] = defaultdict(Counter)  # distinct cut values
+        self.ranged: Counter = Counter()  # field -> rules testing it with a range
+        with deep_recursion():
+            for r in rules:
+                self._remember(r, +1)
+        self._start()
+
+    # --- the rule multiset --------------------------------------------------------------
+
+    def _remember(self, rule: Rule, sign: int) -> list:
+        key = rule_key(rule)
+        conjs = self.conjs.get(key)
+        if conjs is None:
+            conjs = dnf(rule.filter, rule.line)
+        if sign > 0:
+            self.rules.setdefault(key, []).append(rule)
+            self.conjs[key] = conjs
+        else:
+            same = self.rules.get(key)
+            if not same:
+                raise CamusError(f"no such rule to remove: {rule.text or rule.filter}",
+                                 rule.line or None)
+            same.pop()
+            if not same:
+                del self.rules[key]
+                del self.conjs[key]
+        for conj in conjs:
+            for q, ivs in conj.items():
+                counts = self.ivs_count[q]
+                n = counts[ivs] = counts[ivs] + sign
+                if n == 0 or (n == 1 and sign > 0):  # a distinct interval set came or went
+                    ends = self.cut_count[q]
+                    for x in {x for pair in ivs for x in pair}:
+                        ends[x] += sign
+                        if not ends[x]:
+                            del ends[x]
+                    if not ends:
+                        del self.cut_count[q]
+                if not n:
+                    del counts[ivs]
+        for name in ranged_fields(rule.filter):
+            self.ranged[name] += sign
+        return conjs
+
+    def current_rules(self) -> list[Rule]:
+        return [r for same in self.rules.values() for r in same]
+
+    def _layout(self) -> tuple[list[QueryField], dict[str, str]]:
+        """The field order and match kinds compile_rules would choose for the current rules."""
+        fields = order.ranked(self.spec, {q: len(c) for q, c in self.cut_count.items()},
+                              self.field_order, self.static)
+        if self.static:
+            kinds = {q.qname: q.kind for q in fields}
+        else:
+            kinds = {q.qname: "exact" if q.kind == "exact" or not self.ranged[q.qname]
+                     else q.kind for q in self.spec.query_fields.values()}
+        return fields, {q.qname: kinds[q.qname] for q in fields}  # what the stages use
+
+    # --- building -----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self.fields, self.kinds = self._layout()
+        self.stages = lowering.stages_for(self.spec, self.fields, self.kinds)
+        self.app = lowering.application(self.spec, self.stages)
+        self.leaf_table = lowering.leaf_table(self.spec)
+        raw = self.raw = _Raw(self.fields)
+        self.counts: Counter = Counter()  # (rid, port) -> conjunctions giving it
+        self.root_raw: dict[int, set[int]] = defaultdict(set)  # port -> rids with a count
+        for key, conjs in self.conjs.items():
+            n = len(self.rules[key])
+            ports = key[1]
+            for conj in conjs:
+                rid = raw.residual(conj)
+                for p in ports:
+                    self.counts[rid, p] += n
+                    self.root_raw[p].add(rid)
+        for p, rids in self.root_raw.items():
+            placed = raw.merge_rids(rids) if len(rids) > 1 else rids
+            if 0 in placed:
+                raw.root_g.add(p)
+            else:
+                raw.root_by_port[p].update(placed)
+        acc: dict[int, set] = defaultdict(set)
+        for p, rids in raw.root_by_port.items():
+            for r in rids:
+                acc[r].add(p)
+        raw.root_items.update({r: frozenset(ps) for r, ps in acc.items()})
+        raw.root_heads.update(raw.res_head[r] for r in raw.root_items)
+        # Output: node -> id, entries; leaves' groups.
+        self.ids: dict[int, int] = {}  # node -> state id
+        self.rep: dict[int, int] = {}  # node -> the state that represents it
+        self.key: dict[int, tuple] = {}  # node -> its key (kept until it is published gone)
+        self.out: dict[int, _Out] = {}  # node -> its entries
+        self.root_node: int | None = None  # the node the start state represents
+        self.parents: dict[int, Counter] = defaultdict(Counter)
+        self.leaves: dict[int, frozenset] = {}  # leaf nodes with ports
+        self.bitmaps: dict[frozenset, int] = {}  # the leaves' mcast bitmaps (tables.bitmap)
+        self.dead: set[int] = set()  # the leaf node with none
+        # The application's one multicast group reaches every port a leaf names.
+        self.port_leaves: Counter = Counter()  # port -> leaf nodes naming it
+        self.group_ports: tuple[int, ...] = ()
+        self.state_width = state_bits(1, self.static)
+        self.state_space = IdSpace(self.state_width)
+        self.port_texts: dict = {}
+        self.pair_texts: dict = {}
+        self._reroot()
+        self._publish(Step())
+
+    def _reroot(self, changed: dict[int, set[int]] | None = None) -> None:
+        """The start state's split after its content changed (`changed`, or anything)."""
+        raw = self.raw
+        heads = [h for h, n in raw.root_heads.items() if n]
+        old = raw.split_of.get(ROOT)
+        raw._unclassify(ROOT) if ROOT in raw.cls else None
+        if not heads:
+            if old is not None:
+                del raw.split_of[ROOT]
+                raw._drop({t for _, _, t in old[1]})
+        else:
+            k = min(heads)
+            if old is not None and old[0] == k and changed is not None:
+                ivs = raw._patch(ROOT, k, old[1], changed)
+            else:
+                raw.d.contents[ROOT] = (frozenset(raw.root_g), frozenset(raw.root_items.items()))
+                ivs = raw.split(ROOT, k).intervals
+                raw.d.contents[ROOT] = None
+            raw._set_split(ROOT, k, ivs)
+        raw._classify(ROOT)
+        raw.collect()
+
+    @property
+    def pipeline(self):
+        """The pipeline IR `compile_rules` makes for the current rules: state ids and port
+        bitmaps as wide as they need (a static pipeline: as wide as any rule set needs)."""
+        ports_width = MAX_PORTS_WIDTH if self.static else 1 + max(self.group_ports, default=0)
+        return lowering.pipeline([self.app], self.state_width, ports_width)
+
+    # --- changes ------------------------------------------------------------------------
+
+    def add(self, rule: Rule) -> Step:
+        return self.change([rule], [])
+
+    def remove(self, rule: Rule) -> Step:
+        return self.change([], [rule])
+
+    def change(self, added: Sequence[Rule], removed: Sequence[Rule]) -> Step:
+        """Add and remove rules (removed: equal in filter and ports to current ones); the
+        writes that take a target from the entries before to the entries after."""
+        started = time.perf_counter()
+        with deep_recursion():
+            for r in removed:  # check them all before changing anything
+                if rule_key(r) not in self.rules:
+                    raise CamusError(f"no such rule to remove: {r.text or r.filter}",
+                                     r.line or None)
+            for r in added:
+                dnf(r.filter, r.line)  # RuleError before anything changes
+            edits = [(r, sign, self._remember(r, sign))
+                     for rules, sign in ((removed, -1), (added, +1)) for r in rules]
+            layout = self._layout()
+            if layout != (self.fields, self.kinds):
+                before = self.entries()
+                self._start()
+                step = _doc_diff(before, self.entries())
+                step.rebuilt = True
+            else:
+                touched: dict[int, set[int]] = defaultdict(set)  # port -> rids toggled
+                counts, residual = self.counts, self.raw.residual
+                for r, sign, conjs in edits:
+                    for conj in conjs:
+                        rid = residual(conj)
+                        for p in r.ports:
+                            n = counts[rid, p] + sign
+                            if n:
+                                counts[rid, p] = n
+                            else:
+                                del counts[rid, p]
+                            if n == 0 or (n == 1 and sign > 0):
+                                touched[p].add(rid)
+                step = Step()
+                self._root_change(touched)
+                self._publish(step)
+        step.seconds = time.perf_counter() - started
+        return step
+
+    def _root_change(self, touched: dict[int, set[int]]) -> None:
+        raw = self.raw
+        changed: dict[int, set[int]] = {}
+        for p, rids in touched.items():
+            now = self.root_raw[p]
+            for r in rids:
+                if self.counts.get((r, p)):
+                    now.add(r)
+                else:
+                    now.discard(r)
+            old = {0} if p in raw.root_g else set(raw.root_by_port.get(p, ()))
+            new = raw.merge_rids(now) if len(now) > 1 else set(now)
+            if 0 in new:
+                new = {0}
+            delta = old ^ new
+            if not delta:
+                continue
+            changed[p] = delta
+            if 0 not in delta:  # p stays out of G: only the toggled pairs
+                have = raw.root_by_port[p]
+                for r in delta:
+                    ps = raw.root_items.get(r)
+                    if r in have:
+                        have.discard(r)
+                        ps = ps - {p}
+                        if ps:
+                            raw.root_items[r] = ps
+                        else:
+                            del raw.root_items[r]
+                            raw.root_heads[raw.res_head[r]] -= 1
+                    else:
+                        have.add(r)
+                        if ps is None:
+                            raw.root_heads[raw.res_head[r]] += 1
+                            ps = frozenset()
+                        raw.root_items[r] = ps | {p}
+                if not have:
+                    del raw.root_by_port[p]
+                continue
+            for r in raw.root_by_port.pop(p, ()):
+                ps = raw.root_items[r] - {p}
+                if ps:
+                    raw.root_items[r] = ps
+                else:
+                    del raw.root_items[r]
+                    raw.root_heads[raw.res_head[r]] -= 1
+            raw.root_g.discard(p)
+            if new == {0}:
+                raw.root_g.add(p)
+            else:
+                for r in new:
+                    ps = raw.root_items.get(r)
+                    if ps is None:
+                        raw.root_heads[raw.res_head[r]] += 1
+                        ps = frozenset()
+                    raw.root_items[r] = ps | {p}
+                raw.root_by_port[p] = new
+        if changed:
+            self._reroot(changed)
+
+    # --- output -------------------------------------------------------------------------
+
+    def _publish(self, step: Step) -> None:
+        """Bring nodes, ids, groups and entries in line with the raw diagram; record the
+        writes in `step`."""
+        raw = self.raw
+        touched, raw.touched = raw.touched, set()
+        describe, texts = self._describe, self.port_texts
+        gone_nodes, new_nodes, id_added, id_removed = [], [], {}, []
+        port_leaves, ports_moved = self.port_leaves, False
+        for n in touched:
+            members = raw.members.get(n)
+            if not members:
+                if members is not None:
+                    raw.forget(n)
+                rep = self.rep.pop(n, None)
+                if rep is not None:
+                    gone_nodes.append(n)
+                    if rep != ROOT:
+                        id_removed.append(n)
+                continue
+            if ROOT in members:
+                rep = ROOT
+            elif len(members) == 1:
+                rep = next(iter(members))
+            else:
+                rep = min(members, key=lambda s: describe(s, texts))
+            old_rep = self.rep.get(n)
+            if old_rep == rep:
+                continue
+            self.rep[n] = rep
+            if old_rep is None:
+                new_nodes.append(n)
+            elif old_rep != ROOT:
+                id_removed.append(n)
+            if rep != ROOT:
+                id_added[n] = describe(rep, texts)
+        for n in gone_nodes:
+            key = self.key[n]
+            if key[0] in ("L", "root"):
+                ports = self.leaves.pop(n, None)
+                self.dead.discard(n)
+                if ports is not None:
+                    self.bitmaps.pop(ports, None)
+                    for p in ports:
+                        port_leaves[p] -= 1
+                        if not port_leaves[p]:
+                            del port_leaves[p]
+                            ports_moved = True
+            else:
+                for t in {t for _, _, t in key[1]}:
+                    self.parents[t][n] -= 1
+                    if not self.parents[t][n]:
+                        del self.parents[t][n]
+        for n in new_nodes:
+            key = self.key[n] = raw.key_of[n]
+            if key[0] in ("L", "root"):
+                ports = key[1] if key[0] == "root" else raw.d.contents[key[1]][0]
+                if ports:
+                    self.leaves[n] = ports
+                    for p in ports:
+                        port_leaves[p] += 1
+                        ports_moved |= port_leaves[p] == 1
+                else:
+                    self.dead.add(n)
+            else:
+                for t in {t for _, _, t in key[1]}:
+                    self.parents[t][n] += 1
+        for n in gone_nodes:
+            self.key.pop(n)
+        out_changed: set[int] = set()  # nodes whose id is new or changed
+        # A compile sized to its rules numbers the states with `state_bits(states)` bits:
+        # when the count crosses a byte boundary (rare), every id is derived again.
+        width = state_bits(len(self.rep), self.static)
+        if width != self.state_width:
+            gone_ids = set(id_removed)
+            texts_now = {k: text for k, (_, text) in self.state_space.hashed.items()
+                         if k not in gone_ids}
+            texts_now.update(id_added)
+            self.state_width, self.state_space = width, IdSpace(width)
+            moved = self.state_space.update(texts_now, ())
+            new_nodes = list(self.rep)  # every node's entries made anew
+            step.resized = True
+        else:
+            moved = self.state_space.update(id_added, id_removed)
+        for n in id_removed:
+            if n not in self.state_space.slot:
+                self.ids.pop(n, None)
+        for n in moved:
+            self.ids[n] = self.state_space.slot[n]
+        out_changed.update(moved)
+        for n in touched:
+            if self.rep.get(n) == ROOT and self.ids.get(n) != 0:
+                self.ids[n] = 0
+                out_changed.add(n)
+        if ports_moved:
+            used = tuple(sorted(port_leaves))
+            if used != self.group_ports:
+                gid = self.app.multicast_group
+                if used:
+                    step.set_groups[gid] = tuple((p, 0) for p in used)
+                else:
+                    step.delete_groups = [gid]
+                if not self.static and max(used, default=0) != max(self.group_ports, default=0):
+                    step.resized = True  # the port bitmaps' width follows the highest port
+                self.group_ports = used
+        # Entries: in full for new nodes and nodes with a new id; for the parents of nodes
+        # whose id or group changed, only the entries leading there (if the default stays).
+        gone: dict[tuple, dict] = {}
+        came: dict[tuple, dict] = {}
+        full = {n for n in new_nodes if n in self.rep}
+        full.update(n for n in out_changed if n in self.rep)
+        partial: dict[int, set[int]] = defaultdict(set)
+        for t in out_changed:
+            for n in self.parents.get(t, ()):
+                if n not in full:
+                    partial[n].add(t)
+        # The start state's node changes key with nearly every change, but mostly keeps its
+        # entries: the new one starts from the old one's.
+        base = None
+        root = next((n for n in full if self.rep[n] == ROOT), None)
+        if root is not None and self.root_node in gone_nodes:
+            base = self.out.pop(self.root_node, None)
+        if root is not None:
+            self.root_node = root
+        for n in gone_nodes:
+            _drop_out(self.out.pop(n, None), gone)
+        for n in full:
+            _drop_out(self.out.get(n), gone)
+            self.out[n] = self._emit(n, came, gone, base if n == root else None, out_changed)
+        for n, succs in partial.items():
+            self._repoint(n, succs, gone, came)
+        _settle(gone, came, step)
+
+    def _describe(self, s: int, texts: dict) -> str:
+        """`Diagram.describe(s)`, with each (residual, ports) text made once: a changed
+        state mostly holds the pairs of the state it was derived from."""
+        g, items = self.raw.d.contents[s]
+        memo, residual_str = self.pair_texts, self.raw.d.residual_str
+        parts = []
+        for pair in items:
+            text = memo.get(pair)
+            if text is None:
+                text = memo[pair] = f"{residual_str(pair[0])}->{port_list(pair[1], texts)}"
+            parts.append(text)
+        parts.sort()
+        return "G=" + port_list(g, texts) + "|" + "|".join(parts)
+
+    def _action(self, t: int) -> tuple[str, dict]:
+        return decision(t, self.ids, self.leaves, self.bitmaps)
+
+    def _emit(self, n: int, came: dict, gone: dict, base: _Out | None = None,
+              changed: set[int] = frozenset()) -> _Out:
+        """Node n's entries. With `base` (the entries of a node with the same id that this
+        one replaces), the entries of intervals both have, to successors in `changed`
+        excepted, are kept rather than made again."""
+        key = self.key[n]
+        out = _Out()
+        if key[0] == "L":
+            return out
+        if key[0] == "root":
+            if n in self.leaves:
+                name, params = self._action(n)
+                e = {"table": self.leaf_table, "match": {"state": {"exact": 0}},
+                     "action": name, "params": params}
+                out.fixed.append((_key(e), e))
+                came[out.fixed[0][0]] = e
+            _drop_out(base, gone)
+            return out
+        k, merged = key
+        stage, sid = self.stages[k], self.ids[n]
+        for lo, hi, t in merged:
+            out.succ_ivs[t].append((lo, hi))
+        default = out.default = default_successor(stage, merged, self.dead, self.ids)
+        if base is not None and base.default != default:
+            _drop_out(base, gone)
+            base = None
+        if base is not None and default not in changed:
+            out.fixed = base.fixed
+        else:
+            if base is not None:
+                for ek, e in base.fixed:
+                    gone[ek] = e
+            if default not in self.dead:
+                e = default_entry(stage, sid, self._action(default))
+                out.fixed.append((_key(e), e))
+                came[out.fixed[0][0]] = e
+        old = base.by_iv if base is not None else {}
+        for iv_ in merged:
+            t = iv_[2]
+            if t == default:
+                continue
+            pairs = old.pop(iv_, None)
+            if pairs is not None and t not in changed:
+                out.by_iv[iv_] = pairs
+                continue
+            if pairs is not None:
+                for ek, e in pairs:
+                    gone[ek] = e
+            pairs = out.by_iv[iv_] = []
+            for e in interval_entries(stage, sid, iv_[0], iv_[1], self._action(t)):
+                pairs.append((_key(e), e))
+                came[pairs[-1][0]] = e
+        for pairs in old.values():
+            for ek, e in pairs:
+                gone[ek] = e
+        return out
+
+    def _repoint(self, n: int, succs: set[int], gone: dict, came: dict) -> None:
+        """Node n's successors `succs` changed id or group: rewrite the entries to them."""
+        k, merged = self.key[n]
+        stage, sid = self.stages[k], self.ids[n]
+        out = self.out[n]
+        if out.default in succs or self._may_tie(stage, out, succs):
+            _drop_out(out, gone)
+            self.out[n] = self._emit(n, came, gone)
+            return
+        for t in succs:
+            action = self._action(t)
+            for lo, hi in out.succ_ivs.get(t, ()):
+                for ek, e in out.by_iv[lo, hi, t]:
+                    gone[ek] = e
+                pairs = out.by_iv[lo, hi, t] = []
+                for e in interval_entries(stage, sid, lo, hi, action):
+                    pairs.append((_key(e), e))
+                    came[pairs[-1][0]] = e
+
+    def _may_tie(self, stage, out: _Out, succs: set[int]) -> bool:
+        """Whether a new id of `succs` may change which successor is the default: only if
+        one of them ties with it on everything but the id (see tables._default_successor)."""
+        per_value = MATCH_KINDS[stage.match_kind].per_value
+
+        def score(t):
+            ivs = out.succ_ivs[t]
+            span = sum(hi - lo + 1 for lo, hi in ivs)
+            return span if per_value else (len(ivs) + (t in self.dead), span)
+        best = score(out.default)
+        return any(score(t) == best for t in succs if t in out.succ_ivs)
+
+    # --- the document -------------------------------------------------------------------
+
+    def entries(self) -> dict:
+        """entries.json for the current rules: the nodes' entries, in the order
+        `tables.emit` writes them (states by id; a state's default entry, then its
+        intervals in order)."""
+        table_entries: list[dict] = []
+        out = self.out
+        for n in sorted(self.rep, key=self.ids.__getitem__):
+            o = out[n]
+            table_entries += [e for _, e in o.fixed]
+            for pairs in o.by_iv.values():
+                table_entries += [e for _, e in pairs]
+        groups = []
+        if self.group_ports:
+            groups.append({"id": self.app.multicast_group,
+                           "replicas": [{"port": p, "rid": 0} for p in self.group_ports]})
+        return {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": table_entries,
+                "multicast_groups": groups}
+
+    def stats(self) -> dict:
+        per_table: dict[str, int] = {}
+        total = 0
+        for out in self.out.values():
+            for pairs in (out.fixed, *out.by_iv.values()):
+                for _, e in pairs:
+                    per_table[e["table"]] = per_table.get(e["table"], 0) + 1
+                    total += 1
+        return {"rules": sum(map(len, self.rules.values())),
+                "fields": [s.field.name for s in self.stages],
+                "entries": {"total": total, "per_table": per_table},
+                "states": len(self.rep), "state_width": self.state_width,
+                "multicast_groups": 1 if self.group_ports else 0}
+
+
+class _Out:
+    """A node's entries: the default (or leaf) entry, and per non-default interval
+    (lo, hi, successor) its entries, each with its key; the intervals of each successor."""
+
+    __slots__ = ("default", "fixed", "by_iv", "succ_ivs")
+
+    def __init__(self):
+        self.default: int | None = None
+        self.fixed: list[tuple[tuple, dict]] = []
+        self.by_iv: dict[tuple, list[tuple[tuple, dict]]] = {}
+        self.succ_ivs: dict[int, list[tuple[int, int]]] = defaultdict(list)
+
+
+def _key(e: dict) -> tuple:
+    """An entry's identity among the entries this module makes (which always write the
+    match keys in one order): `entry_key` without its sort."""
+    return (e["table"], tuple([(name, kind, tuple(v) if type(v) is list else v)
+                               for name, m in e["match"].items() for kind, v in m.items()]),
+            e.get("priority", 0))
+
+
+def _drop_out(out: _Out | None, gone: dict) -> None:
+    if out is not None:
+        for pairs in (out.fixed, *out.by_iv.values()):
+            for ek, e in pairs:
+                gone[ek] = e
+
+
+def _settle(gone: dict, came: dict, step: Step) -> None:
+    """Entries that went and came (by key) as deletes, inserts and modifies."""
+    for k, e in came.items():
+        old = gone.pop(k, None)
+        if old is None:
+            step.insert.append(e)
+        elif old["action"] != e["action"] or old["params"] != e["params"]:
+            step.modify.append(e)
+    step.delete.extend(gone.values())
+
+
+def _doc_diff(old: dict, new: dict) -> Step:
+    step = Step()
+    gone = {entry_key(e): e for e in old["table_entries"]}
+    came = {entry_key(e): e for e in new["table_entries"]}
+    _settle(gone, came, step)
+    have = {g["id"]: tuple((r["port"], r["rid"]) for r in g["replicas"])
+            for g in old["multicast_groups"]}
+    want = {g["id"]: tuple((r["port"], r["rid"]) for r in g["replicas"])
+            for g in new["multicast_groups"]}
+    step.set_groups = {g: r for g, r in want.items() if have.get(g) != r}
+    step.delete_groups = sorted(g for g in have if g not in want)
+    return step
