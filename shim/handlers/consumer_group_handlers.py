@@ -12,8 +12,9 @@ import logging
 
 from shim.consumer_groups import ASSIGNOR, HEARTBEAT_INTERVAL_MS
 from shim.group_coordinator import GroupError
-from shim.handlers.cluster import authorized_operations
+from shim.handlers.cluster import NOT_ASKED, authorized_operations
 from shim.protocol import ErrorCode
+from shim.security import acl, authorize
 
 log = logging.getLogger("camus.groups")
 CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1 member_type: 0 classic, 1 consumer
@@ -74,9 +75,14 @@ def _described(ctx, assignment: dict) -> dict:
 
 
 def handle_consumer_group_describe(ctx, request):
-    ops = authorized_operations("group", request.body.include_authorized_operations)
-    out = []
+    asked, out = request.body.include_authorized_operations, []
     for gid in request.body.group_ids:
+        if not authorize.group(ctx, acl.DESCRIBE, gid):  # as Kafka: the group, not described
+            out.append({"group_id": gid, "error_code": ErrorCode.group_authorization_failed,
+                        "error_message": f"no DESCRIBE on group {gid}", "group_state": "",
+                        "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "",
+                        "members": [], "authorized_operations": NOT_ASKED})
+            continue
         g = ctx.broker.consumer_groups.groups.get(gid)
         if g is None:
             # Kafka's words; the Java admin then describes a classic group by DescribeGroups.
@@ -85,11 +91,11 @@ def handle_consumer_group_describe(ctx, request):
                         "error_message": (f"Group {gid} is not a consumer group." if known
                                           else f"Group {gid} not found."),
                         "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
-                        "assignor_name": "", "members": [], "authorized_operations": ops})
+                        "assignor_name": "", "members": [], "authorized_operations": authorized_operations("group", asked, ctx, gid)})
             continue
         out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": g.state,
                     "group_epoch": g.epoch, "assignment_epoch": g.assignment_epoch,
-                    "assignor_name": ASSIGNOR, "authorized_operations": ops, "members": [
+                    "assignor_name": ASSIGNOR, "authorized_operations": authorized_operations("group", asked, ctx, gid), "members": [
                         {"member_id": m.member_id, "instance_id": m.instance_id,
                          "rack_id": m.rack_id, "member_epoch": m.epoch, "client_id": m.client_id,
                          "client_host": m.client_host, "subscribed_topic_names": m.subscribed,
