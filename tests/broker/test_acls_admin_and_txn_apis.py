@@ -136,24 +136,36 @@ def test_delete_groups_and_consumer_group_describe_need_group_acls(acl_broker):
     s.close()
 
 
-def test_transaction_apis_need_transactional_id_group_and_topic_acls(acl_broker):
-    topic, txn, group = unique("acl-txt"), unique("acl-txn"), unique("acl-txg")
-    make_topic(acl_broker, topic)
-    s = raw_login(acl_broker, "bob")
-    add = ask(s, 24, 3, v3_and_below_transactional_id=txn, v3_and_below_producer_id=1,
-              v3_and_below_producer_epoch=0,
-              v3_and_below_topics=[{"name": topic, "partitions": [0]}])
-    assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == TXN_AUTH
-    assert ask(s, 25, 3, transactional_id=txn, producer_id=1, producer_epoch=0,
-               group_id=group).error_code == TXN_AUTH
-    assert ask(s, 26, 3, transactional_id=txn, producer_id=1, producer_epoch=0,
-               committed=False).error_code == TXN_AUTH
-    commit = ask(s, 28, 3, transactional_id=txn, group_id=group, producer_id=1, producer_epoch=0,
+def add_partition_error(s, txn: str, topic: str) -> int:
+    answer = ask(s, 24, 3, v3_and_below_transactional_id=txn, v3_and_below_producer_id=1,
+                 v3_and_below_producer_epoch=0,
+                 v3_and_below_topics=[{"name": topic, "partitions": [0]}])
+    return answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+
+def add_offsets_error(s, txn: str, group: str) -> int:
+    return ask(s, 25, 3, transactional_id=txn, producer_id=1, producer_epoch=0,
+               group_id=group).error_code
+
+
+def txn_offset_commit_error(s, txn: str, group: str, topic: str) -> int:
+    answer = ask(s, 28, 3, transactional_id=txn, group_id=group, producer_id=1, producer_epoch=0,
                  generation_id=-1, member_id="", group_instance_id=None,
                  topics=[{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0,
                                                          "committed_leader_epoch": -1,
                                                          "committed_metadata": None}]}])
-    assert commit.topics[0].partitions[0].error_code == TXN_AUTH
+    return answer.topics[0].partitions[0].error_code
+
+
+def test_transaction_apis_need_transactional_id_group_and_topic_acls(acl_broker):
+    topic, txn, group = unique("acl-txt"), unique("acl-txn"), unique("acl-txg")
+    make_topic(acl_broker, topic)
+    s = raw_login(acl_broker, "bob")
+    assert add_partition_error(s, txn, topic) == TXN_AUTH
+    assert add_offsets_error(s, txn, group) == TXN_AUTH
+    assert ask(s, 26, 3, transactional_id=txn, producer_id=1, producer_epoch=0,
+               committed=False).error_code == TXN_AUTH
+    assert txn_offset_commit_error(s, txn, group, topic) == TXN_AUTH
     producers = ask(s, 61, 0, topics=[{"name": topic, "partition_indexes": [0]}])
     assert producers.topics[0].partitions[0].error_code == TOPIC_AUTH
     s.close()
@@ -161,16 +173,14 @@ def test_transaction_apis_need_transactional_id_group_and_topic_acls(acl_broker)
     # alice may write the transactional id but not yet the topic, nor read the group.
     grant(acl_broker, "User:alice", ResourceType.TRANSACTIONAL_ID, txn, AclOperation.WRITE)
     s = raw_login(acl_broker, "alice")
-    add = ask(s, 24, 3, v3_and_below_transactional_id=txn, v3_and_below_producer_id=1,
-              v3_and_below_producer_epoch=0,
-              v3_and_below_topics=[{"name": topic, "partitions": [0]}])
-    assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == TOPIC_AUTH
-    assert ask(s, 25, 3, transactional_id=txn, producer_id=1, producer_epoch=0,
-               group_id=group).error_code == GROUP_AUTH
+    assert add_partition_error(s, txn, topic) == TOPIC_AUTH
+    assert add_offsets_error(s, txn, group) == GROUP_AUTH
+    assert txn_offset_commit_error(s, txn, group, topic) == GROUP_AUTH
+    grant(acl_broker, "User:alice", ResourceType.GROUP, group, AclOperation.READ)
+    assert txn_offset_commit_error(s, txn, group, topic) == TOPIC_AUTH  # no READ on the topic
     s.close()
 
     grant(acl_broker, "User:alice", ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
-    grant(acl_broker, "User:alice", ResourceType.GROUP, group, AclOperation.READ)
     p = Producer({**conf(acl_broker, "alice"), "transactional.id": txn})
     p.init_transactions(15)
     p.begin_transaction()
