@@ -6,6 +6,7 @@ is granted what each step needs (this module has its own broker)."""
 from __future__ import annotations
 
 import struct
+import time
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (AclOperation, AlterConfigOpType, ConfigEntry, ConfigResource,
@@ -205,3 +206,29 @@ def test_transaction_apis_need_transactional_id_group_and_topic_acls(acl_broker)
     listed = ask(s, 66, 0, state_filters=[], producer_id_filters=[])
     assert txn not in {t.transactional_id for t in listed.transaction_states}
     s.close()
+
+
+def test_consumer_group_describe_hides_a_group_over_undescribable_topics(acl_broker):
+    """Kafka 4: DESCRIBE on the group is not enough when its members subscribe to a topic
+    the principal may not describe (TOPIC_AUTHORIZATION_FAILED for the group)."""
+    topic, group = unique("acl-cgt"), unique("acl-cgg")
+    make_topic(acl_broker, topic)
+    c = Consumer({**conf(acl_broker, "admin"), "group.id": group, "group.protocol": "consumer"})
+    c.subscribe([topic])
+    grant(acl_broker, "User:alice", ResourceType.GROUP, group, AclOperation.DESCRIBE)
+    s = raw_login(acl_broker, "alice")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the member has joined
+            c.poll(0.2)
+            described = ask(s, 69, 0, group_ids=[group], include_authorized_operations=False)
+            if described.groups[0].error_code != 69:
+                break
+        assert described.groups[0].error_code == TOPIC_AUTH and described.groups[0].members == ()
+        grant(acl_broker, "User:alice", ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+        described = ask(s, 69, 0, group_ids=[group], include_authorized_operations=False)
+        assert described.groups[0].error_code == 0
+        assert [m.subscribed_topic_names for m in described.groups[0].members] == [(topic,)]
+    finally:
+        s.close()
+        c.close()
