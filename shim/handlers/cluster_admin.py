@@ -21,6 +21,7 @@ from shim.protocol import ErrorCode
 from shim.protocol.cluster_admin import (APPEND, BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, DELETE,
                                          GROUP_RESOURCE, METADATA_TOPIC, PREFERRED_ELECTION, SET,
                                          SUBTRACT, TOPIC_RESOURCE, UNCLEAN_ELECTION)
+from shim.security import acl, authorize
 from shim.topics import TopicError
 
 BROKER_LOGGER_RESOURCE = 8
@@ -44,7 +45,9 @@ def handle_delete_records(ctx, request):
             entry = {"partition_index": p.partition_index, "low_watermark": -1,
                      "error_code": ErrorCode.none}
             lg = broker.log_for(topic, p.partition_index) if topic else None
-            if lg is None:
+            if not authorize.topic(ctx, acl.DELETE, t.name):  # before existence, as Kafka
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+            elif lg is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
             elif topic.is_view:
                 # A view's records are its source's: its start follows the source's.
@@ -89,6 +92,21 @@ def _incremental(topic, ops) -> dict[str, str]:
     return configs
 
 
+def _may_alter_configs(ctx, resource_type: int, name: str) -> TopicError | None:
+    """Kafka: ALTER_CONFIGS on the topic (or group); on the cluster for broker, broker
+    logger and client-metrics resources. The refusal, or None."""
+    if resource_type == TOPIC_RESOURCE:
+        if not authorize.topic(ctx, acl.ALTER_CONFIGS, name):
+            return TopicError(f"no ALTER_CONFIGS on topic {name!r}", "topic_authorization_failed")
+    elif resource_type == GROUP_RESOURCE:
+        if not authorize.group(ctx, acl.ALTER_CONFIGS, name):
+            return TopicError(f"no ALTER_CONFIGS on group {name!r}", "group_authorization_failed")
+    elif resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE):
+        if not authorize.cluster(ctx, acl.ALTER_CONFIGS):
+            return TopicError("no ALTER_CONFIGS on the cluster", "cluster_authorization_failed")
+    return None
+
+
 async def _alter(ctx, request, incremental: bool):
     broker, out, rebuilt = ctx.broker, [], []
     named = [(r.resource_type, r.resource_name) for r in request.body.resources]
@@ -100,6 +118,8 @@ async def _alter(ctx, request, incremental: bool):
             if named.count((r.resource_type, r.resource_name)) > 1:  # as Kafka: all refused
                 raise TopicError(f"resource {r.resource_name!r} is named twice in one request",
                                  "invalid_request")
+            if (refusal := _may_alter_configs(ctx, r.resource_type, r.resource_name)) is not None:
+                raise refusal
             names = [c.name for c in r.configs]
             if len(set(names)) != len(names):
                 raise TopicError("a config is named twice", "invalid_request")
@@ -140,6 +160,8 @@ async def handle_incremental_alter_configs(ctx, request):
 
 def handle_describe_log_dirs(ctx, request):
     broker = ctx.broker
+    if not authorize.cluster(ctx, acl.DESCRIBE):  # Kafka: no dirs, and (v3+) the error
+        return request.response(error_code=ErrorCode.cluster_authorization_failed, results=[])
     if request.body.topics is None:
         wanted = [(t, range(broker.catalog.partitions_of(t))) for t in broker.catalog]
     else:
@@ -164,12 +186,15 @@ def handle_describe_log_dirs(ctx, request):
 
 def handle_alter_replica_log_dirs(ctx, request):
     broker, results = ctx.broker, {}
+    may_alter = authorize.cluster(ctx, acl.ALTER)  # Kafka: every partition refused without it
     for d in request.body.dirs:
         for t in d.topics:
             topic = broker.catalog.get(t.name)
             entry = results.setdefault(t.name, {"topic_name": t.name, "partitions": []})
             for p in t.partitions:
-                if d.path != log_dir(broker):
+                if not may_alter:
+                    code = ErrorCode.cluster_authorization_failed
+                elif d.path != log_dir(broker):
                     code = ErrorCode.log_dir_not_found
                 elif topic is None or broker.log_for(topic, p) is None:
                     code = ErrorCode.replica_not_available
@@ -183,6 +208,8 @@ def handle_alter_replica_log_dirs(ctx, request):
 
 def handle_elect_leaders(ctx, request):
     broker, body = ctx.broker, request.body
+    if not authorize.cluster(ctx, acl.ALTER):  # Kafka: the error at the top and per partition
+        return request.error_response(ErrorCode.cluster_authorization_failed)
     if body.election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
         return request.error_response(ErrorCode.invalid_request,
                                       f"unknown election type {body.election_type}")
@@ -221,6 +248,8 @@ def _reassignment_error(broker, topic, partition: int, replicas) -> tuple[ErrorC
 
 def handle_alter_partition_reassignments(ctx, request):
     broker, out = ctx.broker, []
+    if not authorize.cluster(ctx, acl.ALTER):
+        return request.error_response(ErrorCode.cluster_authorization_failed)
     for t in request.body.topics:
         topic = broker.catalog.get(t.name)
         parts = []
@@ -235,6 +264,8 @@ def handle_alter_partition_reassignments(ctx, request):
 
 
 def handle_list_partition_reassignments(ctx, request):
+    if not authorize.cluster(ctx, acl.DESCRIBE):
+        return request.error_response(ErrorCode.cluster_authorization_failed)
     # A reassignment to the one broker completes when it is asked for: none is ongoing.
     return request.response(error_code=ErrorCode.none, topics=[])
 
@@ -242,6 +273,8 @@ def handle_list_partition_reassignments(ctx, request):
 # --- the quorum and config resources -----------------------------------------------------
 
 def handle_describe_quorum(ctx, request):
+    if not authorize.cluster(ctx, acl.DESCRIBE):
+        return request.error_response(ErrorCode.cluster_authorization_failed)
     c, now = ctx.broker.config, int(time.time() * 1000)
     topics = []
     for t in request.body.topics:
@@ -266,6 +299,9 @@ def handle_describe_quorum(ctx, request):
 
 def handle_list_config_resources(ctx, request):
     broker = ctx.broker
+    if not authorize.cluster(ctx, acl.DESCRIBE_CONFIGS):  # as Kafka: the cluster, not each one
+        return request.response(error_code=ErrorCode.cluster_authorization_failed,
+                                config_resources=[])
     types = set(getattr(request.body, "resource_types", ()) or ())
     if request.api_version == 0:
         types = {CLIENT_METRICS_RESOURCE}  # v0 was ListClientMetricsResources
@@ -293,20 +329,27 @@ def handle_describe_topic_partitions(ctx, request):
     as Kafka caps it) per answer, `next_cursor` naming where the next page starts."""
     broker, body = ctx.broker, request.body
     limit = max(1, min(body.response_partition_limit, MAX_PARTITIONS_PER_PAGE))
+    # As Kafka: listing every topic shows only those this principal may describe; a topic
+    # named and not describable answers TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
     names = sorted({t.name for t in body.topics} if body.topics else
-                   {t.name for t in broker.catalog})
+                   {t.name for t in broker.catalog if authorize.topic(ctx, acl.DESCRIBE, t.name)})
     cursor = body.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     out, next_cursor = [], None
     for name in names:
         topic = broker.catalog.get(name)
+        if not authorize.topic(ctx, acl.DESCRIBE, name):
+            out.append({"name": name, "error_code": ErrorCode.topic_authorization_failed,
+                        "partitions": [], "is_internal": False,
+                        "topic_authorized_operations": authorized_operations("topic", False)})
+            continue
         if topic is None:
             out.append({"name": name, "error_code": ErrorCode.unknown_topic_or_partition,
                         "partitions": [], "is_internal": False,
                         "topic_authorized_operations": authorized_operations("topic", True)})
             continue
-        entry = topic_entry(ctx, topic, authorized_operations("topic", True))
+        entry = topic_entry(ctx, topic, authorized_operations("topic", True, ctx, name))
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         parts = entry["partitions"][first:]
         if limit <= 0:

@@ -12,8 +12,9 @@ import logging
 
 from shim.consumer_groups import ASSIGNOR, HEARTBEAT_INTERVAL_MS
 from shim.group_coordinator import GroupError
-from shim.handlers.cluster import authorized_operations
+from shim.handlers.cluster import NOT_ASKED, authorized_operations
 from shim.protocol import ErrorCode
+from shim.security import acl, authorize
 
 log = logging.getLogger("camus.groups")
 CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1 member_type: 0 classic, 1 consumer
@@ -73,19 +74,39 @@ def _described(ctx, assignment: dict) -> dict:
         if (t := ctx.broker.catalog.get(name)) is not None]}
 
 
+def _not_described(gid: str, code: ErrorCode, message: str, state: str = "",
+                   operations: int = NOT_ASKED) -> dict:
+    return {"group_id": gid, "error_code": code, "error_message": message, "group_state": state,
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": operations}
+
+
+def _topics_of(g) -> set[str]:
+    """Every topic a group's members subscribe to or are (to be) assigned."""
+    return {name for m in g.members.values()
+            for name in [*m.subscribed, *m.assigned, *g.target.get(m.member_id, {})]}
+
+
 def handle_consumer_group_describe(ctx, request):
-    ops = authorized_operations("group", request.body.include_authorized_operations)
-    out = []
+    asked, out = request.body.include_authorized_operations, []
     for gid in request.body.group_ids:
+        if not authorize.group(ctx, acl.DESCRIBE, gid):  # as Kafka: the group, not described
+            out.append(_not_described(gid, ErrorCode.group_authorization_failed,
+                                      f"no DESCRIBE on group {gid}"))
+            continue
+        ops = authorized_operations("group", asked, ctx, gid)
         g = ctx.broker.consumer_groups.groups.get(gid)
         if g is None:
             # Kafka's words; the Java admin then describes a classic group by DescribeGroups.
             known = gid in ctx.broker.coordinator.groups or gid in ctx.broker.offsets
-            out.append({"group_id": gid, "error_code": ErrorCode.group_id_not_found,
-                        "error_message": (f"Group {gid} is not a consumer group." if known
-                                          else f"Group {gid} not found."),
-                        "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
-                        "assignor_name": "", "members": [], "authorized_operations": ops})
+            out.append(_not_described(gid, ErrorCode.group_id_not_found,
+                                      f"Group {gid} is not a consumer group." if known
+                                      else f"Group {gid} not found.", "Dead", ops))
+            continue
+        if any(not authorize.topic(ctx, acl.DESCRIBE, t) for t in _topics_of(g)):
+            # As Kafka 4: a group is not shown to one who may not describe all its topics.
+            out.append(_not_described(gid, ErrorCode.topic_authorization_failed,
+                                      "The group has subscribed topics that are not authorized."))
             continue
         out.append({"group_id": gid, "error_code": ErrorCode.none, "group_state": g.state,
                     "group_epoch": g.epoch, "assignment_epoch": g.assignment_epoch,

@@ -159,7 +159,9 @@ def handle_delete_groups(ctx, request):
     broker, out = ctx.broker, []
     for gid in request.body.groups_names:
         code = ErrorCode.none
-        if not gid:
+        if not authorize.group(ctx, acl.DELETE, gid):  # as Kafka: before anything else
+            code = ErrorCode.group_authorization_failed
+        elif not gid:
             code = ErrorCode.invalid_group_id
         elif (gid not in broker.coordinator.groups and gid not in broker.offsets
               and gid not in broker.consumer_groups.groups):

@@ -11,6 +11,7 @@ import re
 
 from shim.log import StorageError
 from shim.protocol import ErrorCode, transactions
+from shim.security import acl, authorize
 from shim.transactions import STATES, TxnError
 
 log = logging.getLogger("camus.transactions")
@@ -36,18 +37,27 @@ def _run(api_name: str, request, action) -> ErrorCode:
 
 def handle_add_partitions(ctx, request):
     broker, results = ctx.broker, []
+    v4 = request.api_version >= 4
+    if v4 and not authorize.cluster(ctx, acl.CLUSTER_ACTION):  # Kafka: v4+ is broker-to-broker
+        return request.error_response(ErrorCode.cluster_authorization_failed)
     for txn_id, pid, epoch, verify_only, topics in transactions.add_partitions_transactions(request):
         codes: dict = {}
         wanted = []
+        may_write = v4 or authorize.transactional_id(ctx, acl.WRITE, txn_id)
         for name, parts in topics:
             t = broker.catalog.get(name)
             for p in parts:
                 ok = t is not None and not t.is_view and broker.log_for(t, p) is not None
-                codes.setdefault(name, {})[p] = (ErrorCode.none if ok
-                                                 else ErrorCode.unknown_topic_or_partition)
+                if not may_write:
+                    code = ErrorCode.transactional_id_authorization_failed
+                elif not authorize.topic(ctx, acl.WRITE, name):  # before existence, as Kafka
+                    code = ErrorCode.topic_authorization_failed
+                else:
+                    code = ErrorCode.none if ok else ErrorCode.unknown_topic_or_partition
+                codes.setdefault(name, {})[p] = code
                 wanted.append((name, p))
         bad = any(c for parts in codes.values() for c in parts.values())
-        if bad:  # as Kafka: the others are not added, and say why
+        if bad:  # as Kafka: the others are not added, and say why (all refused for the id)
             for parts in codes.values():
                 for p, c in parts.items():
                     if not c:
@@ -70,6 +80,10 @@ def handle_add_partitions(ctx, request):
 
 def handle_add_offsets(ctx, request):
     b = request.body
+    if not authorize.transactional_id(ctx, acl.WRITE, b.transactional_id):
+        return request.response(error_code=ErrorCode.transactional_id_authorization_failed)
+    if not authorize.group(ctx, acl.READ, b.group_id):
+        return request.response(error_code=ErrorCode.group_authorization_failed)
     code = _run("AddOffsetsToTxn", request, lambda: ctx.broker.transactions.add_offsets(
         b.transactional_id, b.producer_id, b.producer_epoch, b.group_id))
     return request.response(error_code=code)
@@ -77,6 +91,8 @@ def handle_add_offsets(ctx, request):
 
 def handle_end_txn(ctx, request):
     b = request.body
+    if not authorize.transactional_id(ctx, acl.WRITE, b.transactional_id):
+        return request.error_response(ErrorCode.transactional_id_authorization_failed)
     code = _run("EndTxn", request, lambda: ctx.broker.transactions.end(
         b.transactional_id, b.producer_id, b.producer_epoch, b.committed))
     return request.response(error_code=code, producer_id=-1, producer_epoch=-1)
@@ -84,19 +100,27 @@ def handle_end_txn(ctx, request):
 
 def handle_txn_offset_commit(ctx, request):
     broker, b = ctx.broker, request.body
+    # As Kafka: WRITE on the transactional id, then READ on the group, refuse the whole
+    # request; READ on a topic refuses only its partitions, the others are committed.
+    if not authorize.transactional_id(ctx, acl.WRITE, b.transactional_id):
+        return request.error_response(ErrorCode.transactional_id_authorization_failed)
+    if not authorize.group(ctx, acl.READ, b.group_id):
+        return request.error_response(ErrorCode.group_authorization_failed)
     offsets, topics = {}, []
     for t in b.topics:
         topic = broker.catalog.get(t.name)
         count = broker.catalog.partitions_of(topic) if topic is not None else 0
+        may_read = authorize.topic(ctx, acl.READ, t.name)
         parts = []
         for p in t.partitions:
-            known = 0 <= p.partition_index < count
+            known = may_read and 0 <= p.partition_index < count
             if known:
                 offsets[(topic.name, p.partition_index)] = (p.committed_offset,
                                                             p.committed_metadata or "")
             parts.append({"partition_index": p.partition_index,
                           "error_code": ErrorCode.none if known
-                          else ErrorCode.unknown_topic_or_partition})
+                          else ErrorCode.unknown_topic_or_partition if may_read
+                          else ErrorCode.topic_authorization_failed})
         topics.append({"name": t.name, "partitions": parts})
     code = _group_error(ctx, b)
     if code == ErrorCode.none:
@@ -129,9 +153,14 @@ def handle_describe_producers(ctx, request):
     broker, topics = ctx.broker, []
     for t in request.body.topics:
         topic = broker.catalog.get(t.name)
+        may_read = authorize.topic(ctx, acl.READ, t.name)  # as Kafka: before existence
         parts = []
         for p in t.partition_indexes:
             lg = broker.log_for(topic, p) if topic is not None else None
+            if not may_read:
+                parts.append({"partition_index": p, "error_code": ErrorCode.topic_authorization_failed,
+                              "error_message": None, "active_producers": []})
+                continue
             if lg is None:
                 parts.append({"partition_index": p, "error_code": ErrorCode.unknown_topic_or_partition,
                               "error_message": None, "active_producers": []})
@@ -159,8 +188,10 @@ def handle_describe_transactions(ctx, request):
     out = []
     for txn_id in request.body.transactional_ids:
         t = ctx.broker.transactions.txns.get(txn_id)
-        if t is None:
-            out.append({"error_code": ErrorCode.transactional_id_not_found,
+        refused = not authorize.transactional_id(ctx, acl.DESCRIBE, txn_id)
+        if t is None or refused:  # as Kafka: refused whether or not it exists
+            out.append({"error_code": ErrorCode.transactional_id_authorization_failed if refused
+                        else ErrorCode.transactional_id_not_found,
                         "transactional_id": txn_id, "transaction_state": "",
                         "transaction_timeout": 0, "transaction_start_time": -1,
                         "producer_id": -1, "producer_epoch": -1, "topics": []})
@@ -168,7 +199,10 @@ def handle_describe_transactions(ctx, request):
         out.append({"error_code": ErrorCode.none, "transactional_id": txn_id,
                     "transaction_state": t.state, "transaction_timeout": t.timeout_ms,
                     "transaction_start_time": t.started_ms, "producer_id": t.producer_id,
-                    "producer_epoch": t.epoch, "topics": _partitions_by_topic(t.partitions)})
+                    "producer_epoch": t.epoch, "topics": _partitions_by_topic(
+                        # as Kafka: only the partitions of topics it may describe
+                        (name, p) for name, p in t.partitions
+                        if authorize.topic(ctx, acl.DESCRIBE, name))})
     return request.response(transaction_states=out)
 
 
@@ -186,7 +220,10 @@ def handle_list_transactions(ctx, request):
     return request.response(error_code=ErrorCode.none, unknown_state_filters=unknown,
                             transaction_states=[{"transactional_id": t.transactional_id,
                                                  "producer_id": t.producer_id,
-                                                 "transaction_state": t.state} for t in found])
+                                                 "transaction_state": t.state} for t in found
+                                                # as Kafka: only the ids it may describe
+                                                if authorize.transactional_id(
+                                                    ctx, acl.DESCRIBE, t.transactional_id)])
 
 
 HANDLERS = {
