@@ -50,7 +50,7 @@ from typing import Any
 
 import grpc
 
-from controller.diff import Changes, diff, patch
+from controller.diff import Changes, patch
 from controller.embedded import REBUILD_AT, EmbeddedTarget
 from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push, read_state
@@ -176,20 +176,17 @@ def software_switch_config(pipeline) -> TargetConfig:
 
 class RemoteTarget(Target):
     """A P4Runtime device at `address`, its packets through `io` (`UdpIO`, `InterfaceIO`).
-    `config(pipeline)` gives the device's config (default: camus's switch);
-    `entries_for(pipeline, entries, p4info)` what the device must hold for `entries`
-    (default: entries.json as it is, which is all a P4 program needs since decisions carry
-    port bitmaps)."""
+    `config(pipeline)` gives the device's config (default: camus's switch); the device holds
+    entries.json as it is, which is all a P4 program needs since decisions carry port bitmaps."""
 
     def __init__(self, address: str, io, *, device_id: int = 1, election_id: int = 10,
                  config: Callable[[dict], TargetConfig] = software_switch_config,
-                 entries_for: Callable[[dict, dict, Any], dict] | None = None,
                  loss_timeout: float = 0.5, check_interval: float = 0.05,
                  audit_interval: float = 1.0, on_down: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.address, self.io = address, io
         self.device_id, self.election_id = device_id, election_id
-        self._config_of, self._entries_for = config, entries_for
+        self._config_of = config
         self.loss_timeout, self.check_interval, self.audit_interval = loss_timeout, check_interval, audit_interval
         self.on_down = on_down  # called by the watchdog when the device is unreachable
         self.stats = RemoteStats()
@@ -228,11 +225,6 @@ class RemoteTarget(Target):
         client.timeout = CALL_SECONDS
         return client
 
-    def _device_doc(self, entries: dict) -> dict:
-        if self._entries_for is None:
-            return entries
-        return self._entries_for(self.pipeline, entries, self.config.p4info)
-
     def _push_all(self) -> int:
         """Make the device hold the pipeline and `desired` (under `_control`); the updates written."""
         if self.client is None or self.client.stream_ended.is_set():
@@ -240,7 +232,7 @@ class RemoteTarget(Target):
                 self.client.close()
                 self.client = None
             self.client = self._connect()
-        report = push(self.client, self.config, self._device_doc(self.desired))
+        report = push(self.client, self.config, self.desired)
         self._stale = False
         if report.pipeline_set:
             self.stats.restores += 1
@@ -280,9 +272,7 @@ class RemoteTarget(Target):
             old, self.desired = self.desired, entries
             if self._stale or self.client is None:
                 return  # the device is away: the watchdog writes everything when it is back
-            if self._entries_for is not None:
-                changes = diff(self._device_doc(old), self._device_doc(entries))
-            had = {g["id"] for g in self._device_doc(old).get("multicast_groups", ())}
+            had = {g["id"] for g in old.get("multicast_groups", ())}
             try:
                 self.client.write(self._updates(changes, had))
             except WriteError as exc:
@@ -337,7 +327,7 @@ class RemoteTarget(Target):
     def _differs(self, client: P4RuntimeClient, desired: dict) -> bool:
         """Whether the device holds other entries or groups than `desired` (compared in the
         canonical form the P4Runtime encoding gives both sides, as `push` compares them)."""
-        index, doc = self.index, self._device_doc(desired)
+        index, doc = self.index, desired
         want = {}
         for e in doc.get("table_entries", ()):
             d = entry_dict(index, table_entry(index, e))
