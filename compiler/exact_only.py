@@ -54,11 +54,6 @@ def diagram_for(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | 
     if ports_of is None:
         return None
     q, ports_of = ports_of
-    if len(ports_of) > q.max_value:
-        # Every value of the field is named: the general path's canonical form may fold the
-        # whole field away (one port set everywhere: the start state is a leaf), which this
-        # sweep does not; such a field is narrow, so the general path is cheap anyway.
-        return None
     # An exact entry per value, the miss going to the dead state, which then spans the most;
     # on a field so narrow that the values cover half of it, maybe a default entry too.
     n_entries = len(ports_of) + (2 * len(ports_of) > q.max_value)
@@ -131,5 +126,10 @@ def _diagram(q, ports_of: dict[int, frozenset]) -> Diagram:
             dead = len(contents)
             contents.append((frozenset(), frozenset()))
         append((nxt, q.max_value, dead))
+    if len(out) == 1 and out[0][2] != dead:
+        # One port set for every value: as in the general path's canonical form, the field
+        # folds away and the start state is that leaf (no split, one leaf-table entry).
+        d.contents[:] = [contents[out[0][2]]]
+        return d
     d.splits[0] = Split(0, out)
     return d
