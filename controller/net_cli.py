@@ -17,6 +17,7 @@ from pathlib import Path
 from compiler.errors import CamusError
 
 DEFAULT_TREE = "mst++"
+KAFKA_SPEC = Path(__file__).resolve().parent.parent / "p4" / "kafka" / "kafka.p4"  # the broker's
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -88,6 +89,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d = sub.add_parser("down", help="stop what `camus net up --net DIR` started")
     _net_option(d)
     d.set_defaults(func=cmd_down)
+
+    sv = sub.add_parser("serve", help="a network's controller for brokers on its hosts "
+                                      "(camus serve --target fabric://...)",
+                        description="Run the network in this process with no subscriptions; host "
+                                    "brokers (`camus serve --target fabric://LISTEN?host=H`) "
+                                    "publish theirs and send produced records into their host's "
+                                    "access switch over loopback UDP; copies go to the brokers "
+                                    "of the hosts they reach (docs/routing.md).")
+    where = sv.add_mutually_exclusive_group(required=True)
+    where.add_argument("--topology", metavar="fattree:K", help="a k-ary fat tree, e.g. fattree:4")
+    where.add_argument("--graph", metavar="FILE", help="a graph file: `A B` links, `host H A`")
+    sv.add_argument("--tree", choices=("mst", "mst++"), default=DEFAULT_TREE)
+    sv.add_argument("--policy", choices=("mr", "tr"), default="tr")
+    sv.add_argument("--alpha", type=_positive, default=1, metavar="N")
+    sv.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
+                    help="the control API (JSON lines over TCP; default 127.0.0.1, any free port)")
+    sv.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
+                    help="address of the hosts' UDP sockets (default 127.0.0.1)")
+    sv.add_argument("--state", metavar="DIR", help="keep the topic numbers in DIR/topics.json")
+    sv.add_argument("--impl", choices=("native", "python"), default="native")
+    sv.set_defaults(func=cmd_serve)
 
 
 def _net_option(p: argparse.ArgumentParser) -> None:
@@ -285,6 +307,44 @@ def cmd_down(args) -> int:
         time.sleep(0.25)
     print(f"camus net down: process {pid} did not stop in 30 s", file=sys.stderr)
     return 1
+
+
+def cmd_serve(args) -> int:
+    import logging
+    import signal
+    import threading
+
+    from compiler.spec import load_spec
+    from controller.fabric_service import FabricService
+    from controller.network import Network
+    from controller.topology import TopologyError
+
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        print(f"camus net serve: error: --listen {args.listen!r}: expected HOST:PORT",
+              file=sys.stderr)
+        return 2
+    try:
+        topo = load_topology(args)
+        net = Network(load_spec(KAFKA_SPEC), topo, [], args.policy, args.alpha, args.tree)
+        service = FabricService(net, (host, int(port)), args.bind,
+                                Path(args.state) if args.state else None, args.impl).start()
+    except (OSError, TopologyError, CamusError) as exc:
+        print(f"camus net serve: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    a, p = service.address
+    print(f"camus: fabric controller on {a}:{p} ({len(topo.switches)} switches, "
+          f"{len(topo.hosts)} hosts: {', '.join(sorted(topo.hosts))})", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        service.close()
+    return 0
 
 
 def write_subscriptions(path: Path, subs) -> None:
