@@ -283,3 +283,53 @@ def test_a_host_the_network_lacks_is_refused(fabric):
                           "--target", "fabric://%s:%d?host=h99" % ctl.address], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "no host 'h99'" in out.stderr, out.stderr
+
+
+def test_a_broker_restart_keeps_its_subscriptions_and_misses_what_came_meanwhile(tmp_path):
+    """h5's broker (with a data directory) stops and starts again: the network keeps its
+    subscriptions meanwhile (copies for it are dropped and counted: nothing is replayed from
+    the producer's log), its restart changes no switch, and afterwards its view holds what
+    it stored before plus what came after."""
+    ctl = Controller("--topology", "fattree:4", "--state", str(tmp_path / "ctl"))
+    brokers = []
+    try:
+        target = "fabric://%s:%d?host=%%s" % ctl.address
+        b0 = Server(extra=["--target", target % "h0"])
+        brokers.append(b0)
+        b5 = Server(tmp_path / "h5", extra=["--target", target % "h5"])
+        brokers.append(b5)
+        for b in (b0, b5):
+            create(b.bootstrap, "ticks", **{"camus.schema": SCHEMA})
+        create(b5.bootstrap, "ticks-cheap", **{"camus.source": "ticks", "camus.filter": "price < 300"})
+        assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1, 20)
+        number = ctl.call(op="status")["topics"]["ticks"]
+        first, second, third = docs_for(1, 100), docs_for(2, 100), docs_for(3, 100)
+        for batch, d in ((first, 0), (second, 1000), (third, 2000)):
+            for x in batch:
+                x["seq"] += d
+        produce(b0.bootstrap, "ticks", first)
+        want1 = expected(number, first, "price < 300")
+        assert len(consume(b5.bootstrap, "ticks-cheap", len(want1))) == len(want1)
+        # The consumer's group member came and went: wait until its leaving is published.
+        assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1, 20)
+        changes = ctl.call(op="status")["changes"]
+        b5.stop()
+        assert wait_until(lambda: ctl.host("h5")["attached"] is None, 20)
+        dropped = ctl.host("h5")["dropped"]
+        produce(b0.bootstrap, "ticks", second)
+        assert wait_until(lambda: ctl.host("h5")["dropped"] - dropped ==
+                          len(expected(number, second, "price < 300")), 10)
+        assert ctl.host("h5")["subscriptions"] == 1
+        b5 = Server(tmp_path / "h5", extra=["--target", target % "h5"])
+        brokers.append(b5)
+        assert wait_until(lambda: ctl.host("h5")["attached"] is not None, 20)
+        time.sleep(1.5)  # its first publication: the same set
+        assert ctl.call(op="status")["changes"] == changes
+        produce(b0.bootstrap, "ticks", third)
+        want = want1 + expected(number, third, "price < 300")
+        got = consume(b5.bootstrap, "ticks-cheap", len(want))
+        assert sorted(map(key, got)) == sorted(map(key, want))
+    finally:
+        for b in brokers:
+            b.stop()
+        ctl.stop()
