@@ -59,10 +59,10 @@ class Controller:
     def stop(self) -> None:
         self.proc.terminate()
         try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
+            self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # SIGTERM stops it within a second; never hang a run
             self.proc.kill()
-            self.proc.wait(5)
+            self.proc.communicate()
 
 
 @pytest.fixture(scope="module")
