@@ -10,10 +10,21 @@ switch, and every copy the network delivers to the host is sent from that socket
 broker's own socket. A frame counts as the host's only if it comes from the address the
 host's broker attached with; anything else is dropped and counted.
 
-The control API is JSON lines over TCP (`--listen`, loopback by default): one request
+With an emulation (`camus net serve --mininet`, `controller.emulation.Emulation`), the
+switches are `camus switch serve --fabric` processes in Mininet and the hosts network
+namespaces instead: brokers run on the hosts, send and receive frames on their interfaces
+(`io=iface:NAME` in their target spec), and every change is pushed over P4Runtime to the
+switches it recompiled (`controller.push`: the device's difference to the new entries).
+This process then carries no frames.
+
+The control API is JSON lines over TCP (`--listen`, loopback by default) or over a Unix
+socket (`--listen unix:PATH`, which brokers in the hosts' namespaces reach through the
+file system): one request
 object a line, one answer object a line, `{"ok": false, "error": ...}` for a refused one.
   * `{"op": "attach", "host": H, "deliver": [IP, PORT]}`: the broker of H receives at
-    IP:PORT and sends from it; answers `{"ingress": [IP, PORT]}`, where it sends frames.
+    IP:PORT and sends from it; answers `{"ingress": [IP, PORT]}`, where it sends frames
+    (`"deliver": null` and `"ingress": null` on an emulation: the host's interface is the
+    link).
   * `{"op": "detach", "host": H}`: H's broker is gone: copies for H are dropped (counted)
     until it attaches again. Its subscriptions stay in the network, so a broker that
     restarts with the same subscriptions changes no switch.
@@ -51,12 +62,15 @@ MAX_FRAME = 65535
 
 
 class _Host:
-    def __init__(self, name: str, bind: str) -> None:
+    def __init__(self, name: str, bind: str | None) -> None:
         self.name = name
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-        self.sock.bind((bind, 0))
-        self.sock.setblocking(False)
+        self.sock = None  # None on an emulation: the host's interface is its link
+        if bind is not None:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+            self.sock.bind((bind, 0))
+            self.sock.setblocking(False)
+        self.attached = False
         self.broker: tuple[str, int] | None = None  # where its broker receives and sends from
         self.subscriptions: Counter = Counter()  # filter -> endpoints of the broker wanting it
         self.frames_in = self.frames_out = self.dropped = self.strangers = 0
@@ -65,12 +79,17 @@ class _Host:
 class FabricService:
     """A network of switches in this process, fed and drained by host brokers over UDP."""
 
-    def __init__(self, network: Network, listen: tuple[str, int] = ("127.0.0.1", 0),
-                 bind: str = "127.0.0.1", state: Path | None = None, impl: str = "native") -> None:
+    def __init__(self, network: Network, listen: tuple[str, int] | str = ("127.0.0.1", 0),
+                 bind: str = "127.0.0.1", state: Path | None = None, impl: str = "native",
+                 emulation=None, net_dir: Path | None = None) -> None:
+        """`listen`: (host, port) for TCP, a path for a Unix socket. `emulation`: a started
+        `controller.emulation.Emulation` of the network written to `net_dir`, whose
+        switches this service programs (and then carries no frames itself)."""
         self.net = network
-        self.fabric = Fabric.of(network, impl)
+        self.emulation, self.net_dir = emulation, net_dir
+        self.fabric = Fabric.of(network, impl) if emulation is None else None
         self.lock = threading.Lock()  # the network and the fabric: one change or frame at a time
-        self.hosts = {h: _Host(h, bind) for h in network.topo.hosts}
+        self.hosts = {h: _Host(h, bind if emulation is None else None) for h in network.topo.hosts}
         self.state = Path(state) if state is not None else None
         self.topics: dict[str, int] = {}
         if self.state is not None and (self.state / "topics.json").exists():
@@ -89,19 +108,29 @@ class FabricService:
                         answer = service.request(json.loads(line))
                     except (ValueError, KeyError, TypeError) as exc:
                         answer = {"ok": False, "error": str(exc)}
+                    except Exception as exc:  # a compile or a push failed: say so, keep serving
+                        log.exception("request failed")
+                        answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
                     self.wfile.write(json.dumps(answer).encode() + b"\n")
                     self.wfile.flush()
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self.api = socketserver.ThreadingTCPServer(listen, Handler)
+        if isinstance(listen, str):
+            Path(listen).unlink(missing_ok=True)
+            self.api = socketserver.ThreadingUnixStreamServer(listen, Handler)
+        else:
+            socketserver.ThreadingTCPServer.allow_reuse_address = True
+            self.api = socketserver.ThreadingTCPServer(listen, Handler)
         self.api.daemon_threads = True
         self._threads = [threading.Thread(target=self.api.serve_forever, name="fabric-api",
-                                          daemon=True),
-                         threading.Thread(target=self._forward, name="fabric-io", daemon=True)]
+                                          daemon=True)]
+        if self.fabric is not None:
+            self._threads.append(threading.Thread(target=self._forward, name="fabric-io",
+                                                  daemon=True))
 
     @property
-    def address(self) -> tuple[str, int]:
-        return self.api.server_address[:2]
+    def address(self) -> tuple[str, int] | str:
+        a = self.api.server_address
+        return a if isinstance(a, str) else tuple(a[:2])
 
     def start(self) -> "FabricService":
         for t in self._threads:
@@ -115,7 +144,10 @@ class FabricService:
         for t in self._threads[1:]:
             t.join(timeout=2)
         for h in self.hosts.values():
-            h.sock.close()
+            if h.sock is not None:
+                h.sock.close()
+        if isinstance(self.address, str):
+            Path(self.address).unlink(missing_ok=True)
 
     # --- control ----------------------------------------------------------------------
 
@@ -131,13 +163,21 @@ class FabricService:
             return {"ok": False, "error": f"no host {req.get('host')!r} in the network "
                                           f"(hosts: {', '.join(sorted(self.hosts))})"}
         if op == "attach":
-            ip, port = req["deliver"]
+            deliver = req.get("deliver")
+            if (deliver is None) != (host.sock is None):
+                return {"ok": False, "error": "this network's hosts send and receive on " +
+                        ("their interfaces (io=iface:NAME)" if host.sock is None
+                         else "loopback UDP (no io=)")}
             with self.lock:
-                host.broker = (str(ip), int(port))
-            log.info("host %s: broker attached at %s:%d", host.name, ip, port)
-            return {"ok": True, "ingress": list(host.sock.getsockname()[:2])}
+                host.attached = True
+                host.broker = (str(deliver[0]), int(deliver[1])) if deliver else None
+            log.info("host %s: broker attached%s", host.name,
+                     f" at {deliver[0]}:{deliver[1]}" if deliver else "")
+            return {"ok": True,
+                    "ingress": list(host.sock.getsockname()[:2]) if host.sock else None}
         if op == "detach":
             with self.lock:
+                host.attached = False
                 host.broker = None
             log.info("host %s: broker detached", host.name)
             return {"ok": True}
@@ -155,17 +195,23 @@ class FabricService:
         with self.lock:
             host = self.hosts[name]
             gone, new = host.subscriptions - filters, filters - host.subscriptions
-            for f, n in [*((f, -n) for f, n in gone.items()), *new.items()]:
-                for _ in range(abs(n)):
-                    sub = Subscription(name, f)
-                    r = (self.net.remove(sub, self.fabric) if n < 0
-                         else self.net.add(sub, self.fabric))
-                    host.subscriptions[f] += 1 if n > 0 else -1
-                    total.switches += [s for s in r.switches if s not in total.switches]
-                    total.writes += r.writes
-                    for s, w in r.entries_per_switch.items():
-                        total.entries_per_switch[s] = total.entries_per_switch.get(s, 0) + w
-            host.subscriptions = +host.subscriptions
+            try:
+                # One at a time, so a filter the compiler refuses leaves the host holding
+                # exactly the ones applied before it (the broker publishes again anyway).
+                for f, n in [*((f, -n) for f, n in gone.items()), *new.items()]:
+                    for _ in range(abs(n)):
+                        sub = Subscription(name, f)
+                        r = (self.net.remove(sub, self.fabric) if n < 0
+                             else self.net.add(sub, self.fabric))
+                        host.subscriptions[f] += 1 if n > 0 else -1
+                        total.switches += [s for s in r.switches if s not in total.switches]
+                        total.writes += r.writes
+                        for s, w in r.entries_per_switch.items():
+                            total.entries_per_switch[s] = total.entries_per_switch.get(s, 0) + w
+            finally:
+                host.subscriptions = +host.subscriptions
+                if self.emulation is not None and total.switches:
+                    self._push(total.switches)
             total.seconds = time.perf_counter() - started
             if gone or new:
                 self.changes.append({"host": name, "added": sum(new.values()),
@@ -174,6 +220,19 @@ class FabricService:
                          sum(new.values()), sum(gone.values()), len(total.switches),
                          total.writes, total.seconds)
         return total
+
+    def _push(self, switches: list[str]) -> None:
+        """The emulation's switches `switches` to their new entries, over P4Runtime."""
+        from controller.p4runtime_client import P4RuntimeClient
+        from controller.push import TargetConfig, push
+
+        self.net.write(self.net_dir, only=switches)
+        for s in switches:
+            d = self.net_dir / "switches" / s
+            entries = json.loads((d / "entries.json").read_text())
+            with P4RuntimeClient(self.emulation.p4rt[s], 1, 1, 20.0) as client:
+                client.arbitrate()
+                push(client, TargetConfig.software_switch(d), entries)
 
     def topic_number(self, name: str) -> int:
         with self.lock:
@@ -188,7 +247,8 @@ class FabricService:
 
     def status(self) -> dict:
         return {
-            "hosts": {h.name: {"attached": list(h.broker) if h.broker else None,
+            "hosts": {h.name: {"attached": (list(h.broker) if h.broker else True)
+                                           if h.attached else None,
                                "subscriptions": sum(h.subscriptions.values()),
                                "frames_in": h.frames_in, "frames_out": h.frames_out,
                                "dropped": h.dropped, "strangers": h.strangers}
@@ -196,7 +256,7 @@ class FabricService:
             "topics": dict(self.topics),
             "changes": len(self.changes),
             "routing_loops": self.loops,
-            "links": self.fabric.links_json(),
+            "links": self.fabric.links_json() if self.fabric is not None else None,
         }
 
     # --- data -------------------------------------------------------------------------

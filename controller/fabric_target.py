@@ -15,6 +15,11 @@ network:
     loop (`set_arrivals`), which stores the records and delivers them to its endpoints.
 Topic numbers come from the controller (`topic_number`), so every broker puts the same
 number in the header for the same topic name.
+
+Frames travel over loopback UDP to and from the host's socket at the controller (the
+network in the controller's process), or, with `io=iface:NAME` (a broker on a Mininet host,
+`camus net serve --mininet`), on the host's interface as they are (AF_PACKET: frames this
+host sends are not read back; only IPv4/UDP to the Kafka port is taken).
 """
 
 from __future__ import annotations
@@ -30,18 +35,20 @@ from typing import Any
 from compiler.ast import Rule
 from controller.embedded import EmbeddedTarget
 from controller.filter_wire import to_json
+from controller.host_io import ETH_P_ALL, PACKET_OUTGOING, is_udp_to
 from controller.target import INGRESS_PORT, TargetUnavailable
 
 log = logging.getLogger("camus.fabric")
 REPUBLISH = 1.0  # seconds between publications of an unchanged subscription set
 RCVBUF = 8 << 20
 API_TIMEOUT = 30.0
+KAFKA_UDP_PORT = 9094  # p4/kafka/kafka.p4's @udp_port, where reframed records go
 
 
 class _Api:
     """One JSON-lines connection to the controller, reopened when it breaks."""
 
-    def __init__(self, address: tuple[str, int], on_reconnect: Callable[[], None]) -> None:
+    def __init__(self, address: tuple[str, int] | str, on_reconnect: Callable[[], None]) -> None:
         self.address = address
         self.lock = threading.Lock()
         self.conn: socket.socket | None = None
@@ -49,7 +56,16 @@ class _Api:
         self.on_reconnect = on_reconnect
 
     def _open(self) -> None:
-        self.conn = socket.create_connection(self.address, timeout=API_TIMEOUT)
+        if isinstance(self.address, str):  # a Unix socket: reachable from any namespace
+            self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.conn.settimeout(API_TIMEOUT)
+            try:
+                self.conn.connect(self.address)
+            except OSError:
+                self.conn.close()
+                raise
+        else:
+            self.conn = socket.create_connection(self.address, timeout=API_TIMEOUT)
         self.reader = self.conn.makefile("rb")
 
     def call(self, **req: Any) -> dict:
@@ -90,22 +106,32 @@ class _Api:
 class FabricTarget(EmbeddedTarget):
     """The embedded switch of host `host`'s broker, joined to the network at `controller`."""
 
-    def __init__(self, controller: tuple[str, int], host: str, impl: str = "native",
-                 bind: str = "127.0.0.1") -> None:
+    def __init__(self, controller: tuple[str, int] | str, host: str, impl: str = "native",
+                 iface: str | None = None, bind: str = "127.0.0.1") -> None:
         super().__init__(impl)
         self.host = host
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.iface = iface
+        if iface is None:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.sock.bind((bind, 0))
+        else:
+            try:
+                self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                                          socket.htons(ETH_P_ALL))
+                self.sock.bind((iface, 0))
+            except OSError as exc:
+                raise TargetUnavailable(f"interface {iface}: {exc}") from None
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-        self.sock.bind((bind, 0))
         self.sock.settimeout(0.2)
+        self.udp_port = KAFKA_UDP_PORT
         self.api = _Api(controller, self._attach)
         self.ingress: tuple[str, int] | None = None
         try:
             self._attach()
         except (OSError, ValueError) as exc:
             self.sock.close()
-            raise TargetUnavailable(f"fabric controller at {controller[0]}:{controller[1]}: "
-                                    f"{exc}") from None
+            where = controller if isinstance(controller, str) else "%s:%d" % controller
+            raise TargetUnavailable(f"fabric controller at {where}: {exc}") from None
         self._arrivals: Callable[[list[bytes]], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # What to publish next (None: nothing new) and what was published last (None:
@@ -124,8 +150,8 @@ class FabricTarget(EmbeddedTarget):
 
     def _attach(self) -> None:
         answer = self.api.call(op="attach", host=self.host,
-                               deliver=list(self.sock.getsockname()[:2]))
-        self.ingress = tuple(answer["ingress"])
+                               deliver=None if self.iface else list(self.sock.getsockname()[:2]))
+        self.ingress = tuple(answer["ingress"]) if answer["ingress"] else None
 
     # --- what the broker asks of a fabric target ----------------------------------------
 
@@ -148,12 +174,15 @@ class FabricTarget(EmbeddedTarget):
         self._arrivals = fn
 
     def send(self, ingress_port: int, buf: bytes, lengths: bytes, token: Any) -> None:
-        if ingress_port == INGRESS_PORT and self.ingress is not None:
+        if ingress_port == INGRESS_PORT and (self.ingress is not None or self.iface):
             view, pos = memoryview(buf), 0
             for i in range(0, len(lengths), 4):
                 n = int.from_bytes(lengths[i:i + 4], "little")
                 try:
-                    self.sock.sendto(view[pos:pos + n], self.ingress)
+                    if self.iface:
+                        self.sock.send(view[pos:pos + n])
+                    else:
+                        self.sock.sendto(view[pos:pos + n], self.ingress)
                     self.stats["frames_sent"] += 1
                 except OSError as exc:
                     log.warning("fabric: a frame to the network was not sent: %s", exc)
@@ -199,6 +228,15 @@ class FabricTarget(EmbeddedTarget):
                         self._filters = filters
                 self._stop.wait(REPUBLISH)
 
+    def _ours(self, frame: bytes, sender) -> bool:
+        """Whether a frame read is one the network delivered to this host."""
+        if self.iface:  # not one this host sent; Kafka's packets, not the kernel's chatter
+            return sender[2] != PACKET_OUTGOING and is_udp_to(frame, self.udp_port)
+        if tuple(sender[:2]) == self.ingress:
+            return True
+        self.stats["strangers"] += 1
+        return False
+
     def _receive(self) -> None:
         while not self._stop.is_set():
             try:
@@ -209,10 +247,8 @@ class FabricTarget(EmbeddedTarget):
                 return
             frames = []
             while True:
-                if tuple(sender[:2]) == self.ingress:
+                if self._ours(frame, sender):
                     frames.append(frame)
-                else:
-                    self.stats["strangers"] += 1
                 if len(frames) >= 4096:
                     break
                 try:

@@ -142,7 +142,7 @@ class Target(abc.ABC):
 
 KNOWN = ("embedded:native, embedded:python, switch[:IMPL], switch-veth[:IMPL], bmv2, "
          "p4runtime://HOST:PORT?io=udp:INGRESS_HOST:INGRESS_PORT,EGRESS_HOST:BASE, "
-         "fabric://HOST:PORT?host=H")
+         "fabric://HOST:PORT?host=H, fabric:///SOCKET?host=H&io=iface:NAME")
 
 
 def check_spec(spec: str) -> tuple[str, str]:
@@ -189,8 +189,8 @@ def open_target(spec: str) -> Target:
     if kind == "fabric":
         from controller.fabric_target import FabricTarget
 
-        address, host, impl = parse_fabric(arg)
-        return FabricTarget(address, host, impl)
+        address, host, impl, iface = parse_fabric(arg)
+        return FabricTarget(address, host, impl, iface)
     if kind == "embedded":
         from controller.embedded import EmbeddedTarget
 
@@ -200,9 +200,10 @@ def open_target(spec: str) -> Target:
     return open_remote(kind, arg)
 
 
-def parse_fabric(spec: str) -> tuple[tuple[str, int], str, str]:
-    """((controller host, port), network host, switch implementation) of
-    `fabric://HOST:PORT?host=H[&impl=IMPL]`; ValueError saying what is wrong."""
+def parse_fabric(spec: str) -> tuple[tuple[str, int] | str, str, str, str | None]:
+    """(controller address: (host, port) or a Unix socket's path, network host, switch
+    implementation, interface or None) of `fabric://HOST:PORT?host=H[&impl=IMPL]` or
+    `fabric:///PATH?host=H[&impl=IMPL][&io=iface:NAME]`; ValueError saying what is wrong."""
     from urllib.parse import parse_qs, urlsplit
 
     from switch.dataplane import IMPLEMENTATIONS
@@ -212,16 +213,27 @@ def parse_fabric(spec: str) -> tuple[tuple[str, int], str, str]:
         port = url.port
     except ValueError:
         port = None
-    if url.scheme != "fabric" or not url.hostname or port is None:
-        raise ValueError(f"{spec!r}: expected fabric://HOST:PORT?host=H")
+    address: tuple[str, int] | str | None = None
+    if url.scheme == "fabric" and url.hostname and port is not None:
+        address = (url.hostname, port)
+    elif url.scheme == "fabric" and not url.netloc and url.path.startswith("/"):
+        address = url.path
+    if address is None:
+        raise ValueError(f"{spec!r}: expected fabric://HOST:PORT?host=H or "
+                         "fabric:///SOCKET_PATH?host=H")
     query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-    unknown = set(query) - {"host", "impl"}
+    unknown = set(query) - {"host", "impl", "io"}
     if unknown:
         raise ValueError(f"{spec!r}: unknown parameter(s) {', '.join(sorted(unknown))} "
-                         "(known: host, impl)")
+                         "(known: host, impl, io)")
+    iface = None
+    if "io" in query:
+        kind, _, iface = query["io"].partition(":")
+        if kind != "iface" or not iface:
+            raise ValueError(f"io={query['io']!r}: expected iface:NAME")
     if not query.get("host"):
         raise ValueError(f"{spec!r}: host= names this broker's host in the network")
     impl = query.get("impl", "native")
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f"impl= takes one of {', '.join(IMPLEMENTATIONS)}")
-    return (url.hostname, port), query["host"], impl
+    return address, query["host"], impl, iface

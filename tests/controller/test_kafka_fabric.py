@@ -258,10 +258,14 @@ def test_filters_cross_the_api_unchanged():
 
 
 def test_fabric_specs_are_checked():
-    assert parse_fabric("fabric://127.0.0.1:7000?host=h3") == (("127.0.0.1", 7000), "h3", "native")
+    assert parse_fabric("fabric://127.0.0.1:7000?host=h3") == \
+        (("127.0.0.1", 7000), "h3", "native", None)
+    assert parse_fabric("fabric:///run/f.sock?host=h1&io=iface:c1h1-eth0") == \
+        ("/run/f.sock", "h1", "native", "c1h1-eth0")
     assert check_spec("fabric://127.0.0.1:7000?host=h3&impl=python")[0] == "fabric"
     for bad in ("fabric://127.0.0.1?host=h3", "fabric://127.0.0.1:7000",
-                "fabric://127.0.0.1:7000?host=h3&x=1", "fabric://127.0.0.1:7000?host=h&impl=z"):
+                "fabric://127.0.0.1:7000?host=h3&x=1", "fabric://127.0.0.1:7000?host=h&impl=z",
+                "fabric://127.0.0.1:7000?host=h&io=udp:x", "fabric://rel/path?host=h"):
         with pytest.raises(ValueError):
             parse_fabric(bad)
 
