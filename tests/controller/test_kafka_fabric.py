@@ -337,3 +337,93 @@ def test_a_broker_restart_keeps_its_subscriptions_and_misses_what_came_meanwhile
         for b in brokers:
             b.stop()
         ctl.stop()
+
+
+CLIENT = REPO / "tests" / "controller" / "kafka_host_client.py"
+
+
+def test_brokers_on_mininet_hosts(tmp_path):
+    """`camus net serve --mininet` on a three-switch line, brokers on its hosts' namespaces
+    (their interfaces are their links), Kafka clients beside them: h2's view gets exactly
+    the matching records produced on h0, two switches away, and h1 (whose switch the records
+    cross) stores exactly the few its view matches."""
+    from controller.emulation import usable
+
+    reason = usable()
+    if reason is not None:
+        pytest.skip(f"camus net serve --mininet: {reason}")
+    graph = tmp_path / "line.txt"
+    graph.write_text("A B\nB C\nhost h0 A\nhost h1 B\nhost h2 C\n")
+    ctl = subprocess.Popen([sys.executable, "-m", "camus.cli", "net", "serve", "--mininet",
+                            "--graph", str(graph)], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=open(tmp_path / "ctl.log", "w"), text=True)
+    procs = []
+    try:
+        lines = []
+        for line in ctl.stdout:
+            lines.append(line)
+            if line.strip() == "ready":
+                break
+        assert lines and lines[-1].strip() == "ready", (tmp_path / "ctl.log").read_text()
+        sock = re.search(r"fabric controller on (\S+)", lines[0]).group(1)
+        hosts = {m.group(1): (m.group(2), m.group(3)) for m in
+                 (re.match(r"host (\S+) pid (\d+) iface (\S+)", x) for x in lines) if m}
+        bootstrap = "127.0.0.1:9092"
+        for h, (pid, iface) in hosts.items():
+            proc = subprocess.Popen(["mnexec", "-a", pid, sys.executable, "-m", "camus.cli",
+                                     "serve", "--listen", bootstrap, "--target",
+                                     f"fabric://{sock}?host={h}&io=iface:{iface}"],
+                                    cwd=REPO, stdout=subprocess.PIPE,
+                                    stderr=open(tmp_path / f"{h}.log", "w"), text=True)
+            procs.append(proc)
+            assert "listening on" in proc.stdout.readline(), (tmp_path / f"{h}.log").read_text()
+
+        def client(h: str, *args: str) -> str:
+            out = subprocess.run(["mnexec", "-a", hosts[h][0], sys.executable, str(CLIENT),
+                                  bootstrap, *args], cwd=REPO, capture_output=True, text=True,
+                                 timeout=120)
+            assert out.returncode == 0, out.stderr
+            return out.stdout
+
+        def status() -> dict:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(sock)
+                s.sendall(b'{"op": "status"}\n')
+                return json.loads(s.makefile().readline())
+
+        for h in hosts:
+            client(h, "create", "orders", json.dumps({"camus.schema": SCHEMA}))
+        texts = {"h2": "price >= 500 and qty > 1000", "h1": "price > 4000000000"}
+        for h, text in texts.items():
+            client(h, "create", "orders-view",
+                   json.dumps({"camus.source": "orders", "camus.filter": text}))
+        assert wait_until(lambda: all(status()["hosts"][h]["subscriptions"] == 1
+                                      for h in texts), 30)
+        number = status()["topics"]["orders"]
+        docs = docs_for(21, 200)
+        (tmp_path / "docs.json").write_text(json.dumps(docs))
+        client("h0", "produce", "orders", str(tmp_path / "docs.json"))
+        want = expected(number, docs, texts["h2"])
+        assert want
+        got = json.loads(client("h2", "consume", "orders-view", str(len(want)), "2"))
+        assert sorted(map(key, got)) == sorted(map(key, want))
+        # h1, on the path between them, gets its own few (the top price) and stores no other.
+        want1 = expected(number, docs, texts["h1"])
+        assert 0 < len(want1) < len(want)
+        got1 = json.loads(client("h1", "consume", "orders", "0", "1"))
+        assert sorted(map(key, got1)) == sorted(map(key, want1))
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+        ctl.terminate()
+        try:
+            ctl.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            ctl.kill()
+            ctl.communicate()
