@@ -29,6 +29,7 @@ import json
 import logging
 import socket
 import threading
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,10 @@ REPUBLISH = 1.0  # seconds between publications of an unchanged subscription set
 RCVBUF = 8 << 20
 API_TIMEOUT = 30.0
 KAFKA_UDP_PORT = 9094  # p4/kafka/kafka.p4's @udp_port, where reframed records go
+
+
+def host_mac(host: str) -> bytes:
+    return b"\x02\xca" + zlib.crc32(host.encode()).to_bytes(4, "big")
 
 
 class _Api:
@@ -111,6 +116,10 @@ class FabricTarget(EmbeddedTarget):
         super().__init__(impl)
         self.host = host
         self.iface = iface
+        # The frames this host sends carry it as their Ethernet source (locally administered,
+        # from the host's name): a receiver reassembles each sender's fragments apart, since
+        # two brokers number the records of one partition independently.
+        self.mac = host_mac(host)
         if iface is None:
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             self.sock.bind((bind, 0))
@@ -175,14 +184,16 @@ class FabricTarget(EmbeddedTarget):
 
     def send(self, ingress_port: int, buf: bytes, lengths: bytes, token: Any) -> None:
         if ingress_port == INGRESS_PORT and (self.ingress is not None or self.iface):
-            view, pos = memoryview(buf), 0
+            pos = 0
             for i in range(0, len(lengths), 4):
                 n = int.from_bytes(lengths[i:i + 4], "little")
+                frame = bytearray(buf[pos:pos + n])
+                frame[6:12] = self.mac
                 try:
                     if self.iface:
-                        self.sock.send(view[pos:pos + n])
+                        self.sock.send(frame)
                     else:
-                        self.sock.sendto(view[pos:pos + n], self.ingress)
+                        self.sock.sendto(frame, self.ingress)
                     self.stats["frames_sent"] += 1
                 except OSError as exc:
                     log.warning("fabric: a frame to the network was not sent: %s", exc)

@@ -63,6 +63,7 @@ from shim.schema import SLOTS, Schema
 from shim.subscriptions import Subscription, kafka_spec, rules_for
 
 log = logging.getLogger("camus.datapath")
+MAX_SENDERS = 1024  # reassemblers kept for records from the network, one per sending host
 
 Delivered = dict[int, list[tuple[int, Record]]]  # log endpoint -> [(offset, record)]
 
@@ -410,13 +411,22 @@ class DataPath:
         (topic number, partition, records in arrival order), records reassembled from the
         frames (their offsets are the sender's, which this broker does not keep)."""
         self._arrival_handler = handler
-        self._network_reassembler = reframe.Reassembler()
+        # One reassembler per sender (the frame's Ethernet source, which a fabric target
+        # sets to its host's): two brokers number one partition's records independently, so
+        # their fragments must not meet under one (topic, partition, offset).
+        self._network_reassemblers: dict[bytes, reframe.Reassembler] = {}
         self.target.set_arrivals(self._arrived)
 
     def _arrived(self, frames: list[bytes]) -> None:
         runs: list[tuple[int, int, list[reframe.Record]]] = []
         for frame in frames:
-            done = self._network_reassembler.push(frame)
+            sender = bytes(frame[6:12])
+            reassembler = self._network_reassemblers.get(sender)
+            if reassembler is None:
+                if len(self._network_reassemblers) >= MAX_SENDERS:  # strangers on a link
+                    del self._network_reassemblers[next(iter(self._network_reassemblers))]
+                reassembler = self._network_reassemblers[sender] = reframe.Reassembler()
+            done = reassembler.push(frame)
             if done is None:
                 continue
             topic, partition, _, rec = done
