@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="round constants on ports that lead to switches to multiples of N "
                         "(default 1: exact)")
     c.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    c.add_argument("--p4", action="store_true",
+                   help="also write each switch's P4 program (the fabric variant, for bmv2), "
+                        "P4Info and P4Runtime entries (docs/routing.md)")
     c.set_defaults(func=cmd_compile)
 
     r = sub.add_parser("run", help="run pcaps through a compiled network in this process",
@@ -139,6 +142,10 @@ def cmd_compile(args) -> int:
         # What `camus net change` reads the network back with.
         Path(args.out, f"{spec.name}.p4").write_bytes(Path(args.spec).read_bytes())
         write_subscriptions(Path(args.out) / "subscriptions.txt", subs)
+        if args.p4:
+            from controller.fabric_p4 import write_switches
+
+            write_switches(args.out)
     except OSError as exc:
         print(f"camus net compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return 2
@@ -356,6 +363,10 @@ def cmd_change(args) -> int:
     try:
         net.write(d, only=touched)
         write_subscriptions(d / "subscriptions.txt", subs)
+        from controller.fabric_p4 import has_p4, write_switches
+
+        if has_p4(d):  # compiled with --p4: the touched switches' P4Runtime entries follow
+            write_switches(d, only=touched)
     except OSError as exc:
         print(f"camus net change: error: cannot write {d}: {exc}", file=sys.stderr)
         return 2

@@ -220,3 +220,54 @@ def test_a_fat_tree_of_fabric_programs_delivers_what_the_software_fabric_deliver
         assert _sorted(got) == _sorted(software.inject(sender, frame)), f"packet {i} from {sender}"
         assert received(got) == expected(wants, sender, 1000 * i + 1, msgs)
     assert p4.links == software.links  # the same up ports taken, packet for packet
+
+
+def test_net_compile_p4_writes_each_switchs_program_and_p4runtime_entries(tmp_path):
+    """`camus net compile --p4`: one fabric program for every switch, the P4Info naming its
+    fabric tables, and entries.txtpb holding the switch's entries plus its fabric control
+    plane, which resolve through that P4Info and decode back to exactly that control plane;
+    `camus net change` rewrites the entries of the switches it recompiles."""
+    import json
+
+    from google.protobuf import text_format
+
+    from camus.cli import main
+    from controller.fabric_p4 import switch_entries
+    from p4rt.entries import entry_dict
+    from p4rt.index import P4InfoIndex
+    from p4rt.protos import p4info_pb2, p4runtime_pb2
+
+    subs = tmp_path / "subs.txt"
+    subs.write_text('h1: stock == "GOOGL"\nh6: price > 100\n')
+    out = tmp_path / "net"
+    assert main(["net", "compile", "p4/itch/itch.p4", str(subs), "--topology", "fattree:4",
+                 "--out", str(out), "--p4"]) == 0
+    topo = fat_tree(4)
+    programs = {(out / "switches" / s / "program.p4").read_text() for s in topo.switches}
+    assert len(programs) == 1 and "fabric_up_member.apply();" in programs.pop()
+
+    def decoded(s: str) -> tuple[list, list]:
+        info = text_format.Parse((out / "switches" / s / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
+        req = text_format.Parse((out / "switches" / s / "entries.txtpb").read_text(), p4runtime_pb2.WriteRequest())
+        index = P4InfoIndex(info)
+        tables = [entry_dict(index, u.entity.table_entry) for u in req.updates if u.entity.HasField("table_entry")]
+        groups = [u.entity.packet_replication_engine_entry.multicast_group_entry for u in req.updates
+                  if u.entity.HasField("packet_replication_engine_entry")]
+        return tables, [sorted(r.egress_port for r in g.replicas) for g in groups]
+
+    for s in ("t0_0", "a0_0", "c0"):
+        entries = json.loads((out / "switches" / s / "entries.json").read_text())
+        want = switch_entries(topo, s, entries)
+        tables, groups = decoded(s)
+        assert [e for e in tables if e["table"].startswith("fabric")] == \
+            [e for e in want["table_entries"] if e["table"].startswith("fabric")]
+        assert len(tables) == len(want["table_entries"])
+        assert groups == [sorted(r["port"] for r in g["replicas"]) for g in want["multicast_groups"]]
+        assert all(LOGICAL_UP not in g for g in groups)
+    before = (out / "switches" / "t0_0" / "entries.txtpb").read_text()
+    assert main(["net", "change", "--net", str(out), "--add", 'h2: stock == "MSFT"']) == 0
+    after = (out / "switches" / "t0_0" / "entries.txtpb").read_text()
+    assert after != before
+    tables, _ = decoded("t0_0")
+    entries = json.loads((out / "switches" / "t0_0" / "entries.json").read_text())
+    assert len(tables) == len(switch_entries(topo, "t0_0", entries)["table_entries"])
