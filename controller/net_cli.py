@@ -87,6 +87,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     u.add_argument("--settle", type=float, default=2.0, metavar="S",
                    help="seconds to wait after the last frame is sent (default 2)")
     u.add_argument("--impl", choices=("native", "python"), default="native")
+    u.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="auto",
+                   help="each switch's process: bmv2 (simple_switch_grpc running the fabric "
+                        "program, compiled by p4c-bm2-ss), camus (camus switch serve --fabric), "
+                        "or auto (default): bmv2 where both tools are on PATH")
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop what `camus net up --net DIR` started")
     _net_option(d)
@@ -234,7 +238,10 @@ def cmd_up(args) -> int:
         print("camus net up: error: --inject needs --out-dir", file=sys.stderr)
         return 2
     try:
-        emulation = Emulation(args.net, args.impl)
+        emulation = Emulation(args.net, args.impl, args.switch)
+    except EmulationError as exc:
+        print(f"camus net up: error: {exc}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, KeyError) as exc:
         print(f"camus net up: error: cannot load {args.net}: {exc}", file=sys.stderr)
         return 2
