@@ -271,3 +271,38 @@ def test_net_compile_p4_writes_each_switchs_program_and_p4runtime_entries(tmp_pa
     tables, _ = decoded("t0_0")
     entries = json.loads((out / "switches" / "t0_0" / "entries.json").read_text())
     assert len(tables) == len(switch_entries(topo, "t0_0", entries)["table_entries"])
+
+
+def test_controller_push_fabric_checks_the_targets_p4info_before_writing(tmp_path, capsys):
+    """`camus controller push --fabric` adds the switch's fabric control plane. camus's
+    software switch has no fabric tables (it takes the decisions with --fabric), so there the
+    push stops with a clear error before writing anything; without --fabric it succeeds."""
+    from camus.cli import main
+    from controller.p4runtime_client import P4RuntimeClient
+    from p4rt.protos import p4runtime_pb2
+    from switch.device import Device
+    from switch.p4runtime_server import serve
+
+    subs = tmp_path / "subs.txt"
+    subs.write_text('h1: stock == "GOOGL"\n')
+    out = tmp_path / "net"
+    assert main(["net", "compile", "p4/itch/itch.p4", str(subs), "--topology", "fattree:4", "--out", str(out)]) == 0
+    server, port = serve(Device("python"), "127.0.0.1:0", max_workers=4)
+    try:
+        target = f"127.0.0.1:{port}"
+        switch = str(out / "switches" / "t0_0")
+        assert main(["controller", "push", "--target", target, "--pipeline", switch, "--fabric"]) == 2
+        assert "fabric_port" in capsys.readouterr().err
+        with P4RuntimeClient(target, 1, 2, 5.0) as client:
+            client.arbitrate()
+            held = list(client.read([p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry())]))
+        assert held == []  # nothing written
+        assert main(["controller", "push", "--target", target, "--pipeline", switch]) == 0
+        import shutil
+
+        alone = shutil.copytree(switch, tmp_path / "alone")  # a compiled pipeline outside a network
+        capsys.readouterr()
+        assert main(["controller", "push", "--target", target, "--pipeline", str(alone), "--fabric"]) == 2
+        assert "not NET/switches/S" in capsys.readouterr().err
+    finally:
+        server.stop(0).wait(5)
