@@ -79,14 +79,12 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> 
         body += indent(inner, 8)
     if apps:
         body.append("    }")
-    body += [
-        "    if (meta.handled == 0) {",
-        f"        if (!{pipeline.ipv4_table}.apply().hit) {{",
-        "            drop();  // no route",
-        "        }",
-        "    }",
-        "}",
-    ]
+    route = ["    if (meta.handled == 0) {",
+             f"        if (!{pipeline.ipv4_table}.apply().hit) {{",
+             "            drop();  // no route"]
+    if fabric:  # a route by fwd (not drop) to the logical up port takes the chosen up port
+        route += ["        } else if (meta.decided == 1) {"] + indent(fabric_egress.unicast(), 12)
+    body += route + ["        }", "    }", "}"]
     return ("control CamusIngress(inout headers_t hdr, inout metadata_t meta,\n"
             "                     inout standard_metadata_t standard_metadata) {\n"
             + actions + "\n" + "\n".join(tables) + "\n    apply {\n"

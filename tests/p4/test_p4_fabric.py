@@ -148,7 +148,8 @@ def test_one_switch_runs_as_the_software_switch_with_its_fabric_egress(seed):
 @SETTINGS
 @given(seeds)
 def test_one_switch_single_message_application(seed):
-    """INT (one message a packet): unicast fwd(511) resolved in ingress, mcast pruned in egress."""
+    """INT (one message a packet): unicast fwd(511) resolved in ingress, mcast pruned in
+    egress; other UDP traffic routed by ipv4_lpm, up, down or dropped."""
     rng = random.Random(seed)
     up = (3, 4)
     lines = []
@@ -156,6 +157,11 @@ def test_one_switch_single_message_application(seed):
         ports = sorted(set(rng.sample([1, 2, 3, 4, LOGICAL_UP], rng.randint(1, 2))) - {3, 4})
         lines.append(f"int_hop.switch_id == {rng.randint(0, 3)} : fwd({', '.join(map(str, ports or [1]))})")
     c = compile_rules(INT, parse_rules("\n".join(lines) + "\n", INT), static=True)
+    # Routes for other traffic: one up (fwd(511)), one down, one dropped.
+    routes = [(0x0A000000, 8, "fwd", {"port": LOGICAL_UP}), (0xC0A80000, 16, "fwd", {"port": 2}),
+              (0xAC100000, 12, "drop", {})]
+    c.entries["table_entries"] += [{"table": "ipv4_lpm", "match": {"ipv4.dst_addr": {"lpm": [v, n]}},
+                                    "action": a, "params": p} for v, n, a, p in routes]
     cp = control_plane(up, (1, 2, 3, 4), c.entries)
     program = Interpreter(emit_program(c.pipeline, SLOTS, fabric=True), cp)
     app = c.application
@@ -163,7 +169,9 @@ def test_one_switch_single_message_application(seed):
         whole = 0
         for q, f in app.fields.items():
             whole |= rng.randint(0, 3) << (app.message_bytes * 8 - f.bit_offset - f.width)
-        frame = udp_frame(whole.to_bytes(app.message_bytes, "big"), dst_port=app.udp_port,
+        frame = udp_frame(whole.to_bytes(app.message_bytes, "big"),
+                          dst_port=rng.choice([app.udp_port, app.udp_port, 5555]),  # 5555: routed
+                          dst_ip=rng.choice([0xE8000001, 0x0A000001, 0xC0A80101, 0xAC100001]),
                           src_port=rng.randrange(1024, 65536))
         in_port = rng.randint(1, 4)
         assert sorted(program.process(frame, in_port)) == _software(c.pipeline, c.entries, up, frame, in_port)
