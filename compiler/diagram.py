@@ -38,6 +38,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from compiler import formula
 from compiler.formula import Formulas, Wide
 from compiler.intervals import IntervalSet, normalize
 from compiler.normalize import Conjunction
@@ -159,12 +160,14 @@ class _Builder:
         self.formulas: Formulas | None = None
         self.formula_of: dict[int, int] = {}  # residual id -> formula node
         self.formula_splits: dict[int, list[tuple[int, int, int]]] = {}
+        self.wide_lines: list[int | None] = []  # the wide filters' rule lines
 
-    def wide_residuals(self, f) -> list[int]:
+    def wide_residuals(self, f: Wide) -> list[int]:
         """The residuals of a wide filter: one per disjunct (none if it never holds)."""
         if self.formulas is None:
             self.formulas = Formulas(self.order)
-        return self.of_node(self.formulas.of_filter(f))
+        self.wide_lines.append(f.line)
+        return self.of_node(self.formulas.of_filter(f.filter))
 
     def of_node(self, n: int) -> list[int]:
         """Residuals whose disjunction is formula node `n`: an `or` is one residual per
@@ -199,6 +202,8 @@ class _Builder:
         still hold."""
         out = self.formula_splits.get(rid)
         if out is None:
+            if len(self.formula_splits) >= formula.MAX_FORMULA_STATES * len(self.wide_lines):
+                raise formula.too_many(self.wide_lines, len(self.formula_splits))
             out = self.formula_splits[rid] = [
                 (lo, hi, nxt) for lo, hi, n in self.formulas.expand(self.formula_of[rid])
                 if (nxt := self.of_node(n))]
@@ -407,7 +412,7 @@ def build(items: Sequence[tuple[Conjunction | Wide, frozenset[int]]], order: Seq
     residual = b.residual
     for conj, ports in items:
         if type(conj) is Wide:  # a filter kept whole (compiler.formula)
-            for rid in b.wide_residuals(conj.filter):
+            for rid in b.wide_residuals(conj):
                 groups.setdefault(rid, set()).update(ports)
             continue
         rid = residual(conj)

@@ -38,7 +38,8 @@ from compiler.spec import QueryField
 # same entries (the incremental compiler, which works on conjunctions, takes exactly those).
 FORMULA_AT = MAX_DISJUNCTS
 # A wide filter whose own diagram (the filter alone, fields in the order its constants
-# suggest) has more residual formulas than this is refused when it is parsed.
+# suggest) has more residual formulas than this is refused when it is parsed; a compile
+# whose field order makes more than this many per wide filter is refused when it does.
 MAX_FORMULA_STATES = 5_000
 
 TRUE, FALSE = -1, -2
@@ -49,6 +50,7 @@ class Wide:
     """A rule's whole filter, in place of its conjunctions, for the formula path."""
 
     filter: Filter
+    line: int | None = None
 
     def sizing(self) -> list[Conjunction]:
         """One single-field conjunction per atom: what the field order heuristic and the
@@ -73,7 +75,7 @@ def conjunctions(f: Filter, line: int | None = None) -> list:
         if conj is not None:
             return conj
     if wide(f):
-        return [Wide(f)]
+        return [Wide(f, line)]
     return _dnf(f, False, line)
 
 
@@ -299,3 +301,14 @@ def check(f: Filter, line: int | None, column: int | None, source: str | None = 
                         f"{MAX_FORMULA_STATES} states (expanded field by field, "
                         f"{MAX_FORMULA_STATES} reached); split it into several rules",
                         line, column, source)
+
+
+def too_many(lines: Sequence[int | None], reached: int) -> RuleError:
+    """The compile's refusal when, in its field order, the wide filters at `lines` make
+    `reached` residual formulas, past MAX_FORMULA_STATES for each."""
+    where = ", ".join(str(n) for n in lines[:10] if n) or "?"
+    return RuleError(f"the wide filter(s) at line(s) {where} expand to more than {reached} "
+                     f"residual formulas in this field order ({MAX_FORMULA_STATES} per wide "
+                     "filter allowed; each filter alone was within it in the order its "
+                     "constants suggest): split them, or give another --field-order",
+                     lines[0] if lines else None, 1)

@@ -171,3 +171,29 @@ def test_wide_ands_of_ors_on_random_specs(seed, n_clauses):
     for _ in range(300):
         msg = random_message(rng, gens)
         assert tables.ports(c.application, msg) == evaluate(rules, msg), (seed, msg)
+
+
+def test_a_field_order_that_makes_a_wide_filter_too_large_is_refused_by_the_compile(
+        kafka, monkeypatch):
+    """`(slot2k != v or slot2k+1 != v)`: small in the order its constants suggest (each pair
+    of slots read together), about 6^4 residuals when the first slot of every pair is read
+    first."""
+    text = " and ".join(f"(kafka.slot{2 * k} != {v} or kafka.slot{2 * k + 1} != {v})"
+                        for k in range(4) for v in range(5))
+    monkeypatch.setattr(formula, "MAX_FORMULA_STATES", 200)
+    rules = parse_rules(f"kafka.slot0 == 9 : fwd(2)\n{text} : fwd(1)", kafka)
+    c = compile_rules(kafka, rules)
+    assert c.stats["states"] < 200
+    spread = [f"kafka.slot{i}" for i in (0, 2, 4, 6, 1, 3, 5, 7)]
+    with pytest.raises(RuleError, match=r"2:1: the wide filter\(s\) at line\(s\) 2 expand to "
+                                        r"more than 200 residual formulas in this field order"):
+        compile_rules(kafka, rules, spread)
+
+
+def test_wide_filters_compile_to_the_same_document_in_any_rule_order(kafka):
+    rng = random.Random(11)
+    lines = [f"{and_of_ors(rng, 18, ('>', '<', '=='))} : fwd({p})" for p in (1, 2, 3)]
+    lines += ["kafka.slot1 > 40 : fwd(4)", "kafka.slot2 == 7 : fwd(2)"]
+    first = compile_rules(kafka, parse_rules("\n".join(lines), kafka))
+    rng.shuffle(lines)
+    assert compile_rules(kafka, parse_rules("\n".join(lines), kafka)).entries == first.entries
