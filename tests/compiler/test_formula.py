@@ -59,6 +59,10 @@ def check(monkeypatch, seed: int, n_rules: int, static: bool = False) -> None:
     for key in ("states", "multicast_groups", "entries", "state_width"):
         assert by_formula.stats[key] == by_dnf.stats[key], (seed, key)
     assert by_formula.entries["multicast_groups"] == by_dnf.entries["multicast_groups"]
+    # The documents are byte for byte equal in most cases (146 of 150 seeds tried); else the
+    # state ids differ (named after residual formulas where the normal form has
+    # conjunctions), and with them which successor a tie for a state's default entry picks;
+    # the entries per table (compared above) are as many.
     tables = by_formula.tables()
     for _ in range(200):
         msg = random_message(rng, gens)
