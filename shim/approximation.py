@@ -41,7 +41,7 @@ from compiler.semantics import holds
 from compiler.spec import Spec
 from controller.diff import Changes, diff
 from shim.protocol.records import Record
-from shim.schema import SLOTS, Schema
+from shim.schema import SLOTS
 from shim.subscriptions import Subscription, rules_for
 
 log = logging.getLogger("camus.datapath")
@@ -180,15 +180,17 @@ def format_alpha(alpha: Mapping[str, int]) -> str:
     return ",".join(f"{f}={a}" for f, a in sorted(alpha.items())) or "none"
 
 
-def recheck(schema: Schema | None, records: list[tuple[int, Record]], f: Filter
-            ) -> list[tuple[int, Record]]:
-    """The records (offset, record) whose slot values, read with the topic's schema as the
-    switch read them, pass the exact filter `f` (the reference evaluator decides)."""
+def recheck(slots: Mapping[int, tuple[int, ...]], records: list[tuple[int, Record]],
+            f: Filter, values: dict[int, dict[str, int]]) -> list[tuple[int, Record]]:
+    """The records (offset, record) whose slot values (`slots`, by offset: what the switch
+    matched on, read with the topic's schema) pass the exact filter `f`, as the reference
+    evaluator decides; `values` caches each offset's field values across views."""
     kept = []
     for item in records:
-        r = item[1]
-        slots = (schema.extract(r.key, r.value, list(r.headers), count=False)
-                 if schema is not None else [0] * SLOTS)
-        if holds(f, dict(zip(SLOT_NAMES, slots))):
+        offset = item[0]
+        v = values.get(offset)
+        if v is None:
+            v = values[offset] = dict(zip(SLOT_NAMES, slots[offset]))
+        if holds(f, v):
             kept.append(item)
     return kept

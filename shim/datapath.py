@@ -96,7 +96,6 @@ class _Sent:
     shift: int
     logs: list[int]  # the log endpoints when sent
     then: Callable[[Delivered], None]
-    schema: Schema | None = None  # the topic's, to re-check records at the edge
     recheck: dict[int, Filter] = field(default_factory=dict)  # log endpoint -> exact filter
 
 
@@ -383,8 +382,7 @@ class DataPath:
                                           slots[i] if slots else [0] * SLOTS,
                                           reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
             packed = (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)), None)
-        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then,
-                   schema)
+        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then)
 
     def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
                    batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0) -> None:
@@ -406,17 +404,17 @@ class DataPath:
             schema.count_misses(missed)
         self.stats.records_in += batch.record_count
         self._send(packed, partial(batch_records_at, batch), batch.record_count, shift, None,
-                   then, schema)
+                   then)
 
     def _send(self, packed, records_at, count: int, shift: int, only: int | None,
-              then: Callable[[Delivered], None], schema: Schema | None) -> None:
+              then: Callable[[Delivered], None]) -> None:
         """Packed frames (buffer, u32 lengths, u32 record index per frame or None) to the
         target; `records_at(indices)`: the sent records."""
         buf, lengths, owner = packed
         self.stats.packets_in += len(lengths) // 4
         logs = [p for p in self.log_ports if only is None or p == only]
         checks = self.held.recheck
-        sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then, schema,
+        sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then,
                      {p: checks[p] for p in logs if p in checks})
         self._under_way.append(sent)
         try:
@@ -439,10 +437,13 @@ class DataPath:
     def _exact(self, sent: _Sent, out: Delivered) -> Delivered:
         """`out` without the records a re-checked view (the switch holding a superset of its
         filter when `sent` was sent) received that its exact filter rejects."""
+        slots, values = None, {}
         for port, f in sent.recheck.items():
             got = out.get(port)
             if got:
-                kept = recheck(sent.schema, got, f)
+                if slots is None:  # read once per send, from the frames the switch matched
+                    slots = reframe.slots_of(sent.frames, sent.lengths)
+                kept = recheck(slots, got, f, values)
                 checked = self.stats.rechecked
                 checked[port] = checked.get(port, 0) + len(got)
                 if len(kept) < len(got):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from compiler.ast import And, Atom, Const, Filter, Not, Or
 from compiler.compile import compile_rules
 from compiler.fit_alpha import approximate_all
 from compiler.semantics import holds
+from shim import reframe
 from shim.approximation import SLOT_NAMES, recheck
 from shim.protocol.records import Record
 from shim.schema import parse_schema
@@ -131,11 +133,16 @@ def test_superset_plus_recheck_is_exact(case):
     assert [o for o, _ in out.get(first, [])] == want
 
 
-def test_recheck_reads_slots_without_counting_misses():
+def test_recheck_reads_the_slots_the_frames_carry():
     schema = parse_schema("price:u32=$.price")
     f = view_filter(kafka_spec(), schema, "price > 10")
-    recs = [(0, Record(0, 1, None, b'{"price": 11}')), (1, Record(1, 1, None, b'{"x": 1}')),
-            (2, Record(2, 1, None, b'{"price": 10}'))]
-    assert [o for o, _ in recheck(schema, recs, f)] == [0]
-    assert schema.misses == {}
-    assert recheck(schema, recs, Const(True)) == recs
+    values = [b'{"price": 11}', b'{"x": 1}', b'{"price": 10}', b'{"price": 99}']
+    recs = [Record(5 + i, 1, None, v) for i, v in enumerate(values)]
+    frames = [fr for r in recs for fr in reframe.packets(
+        3, 0, r.offset, schema.extract(None, r.value, []),
+        reframe.Record(r.timestamp, r.key, r.value), fragment=4)]  # fragments: slots once
+    slots = reframe.slots_of(b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)))
+    assert slots == {5: (11,) + (0,) * 7, 6: (0,) * 8, 7: (10,) + (0,) * 7, 8: (99,) + (0,) * 7}
+    items = [(r.offset, r) for r in recs]
+    assert [o for o, _ in recheck(slots, items, f, {})] == [5, 8]
+    assert recheck(slots, items, Const(True), {}) == items
