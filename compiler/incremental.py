@@ -39,7 +39,7 @@ import time
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from compiler import intervals as iv
 from compiler import lowering, order
@@ -54,6 +54,7 @@ from compiler.tables import (decision, default_entry, default_successor, interva
                              state_bits)
 from p4rt.entry_key import entry_key
 from pipeline import entries as entries_json
+from pipeline.changes import Changes
 from pipeline.match_kinds import MATCH_KINDS
 from pipeline.model import MAX_PORTS_WIDTH
 
@@ -63,23 +64,14 @@ ROOT = 0
 
 
 @dataclass
-class Step:
-    """The writes one change needs (the form of `controller.diff.Changes`)."""
+class Step(Changes):
+    """The writes one change needs, and what else it did."""
 
-    delete: list[dict] = field(default_factory=list)
-    insert: list[dict] = field(default_factory=list)
-    modify: list[dict] = field(default_factory=list)
-    set_groups: dict[int, tuple] = field(default_factory=dict)  # id -> ((port, rid), ...)
-    delete_groups: list[int] = field(default_factory=list)
     rebuilt: bool = False  # the pipeline changed: compiled from scratch
     # The state ids' width (every id derived again) or the port bitmaps' width changed, and
     # with them the pipeline (only for a compile sized to its rules, not a static one).
     resized: bool = False
     seconds: float = 0.0
-
-    def __len__(self) -> int:
-        return (len(self.delete) + len(self.insert) + len(self.modify) + len(self.set_groups)
-                + len(self.delete_groups))
 
 
 class _Raw(_Builder):
