@@ -719,6 +719,8 @@ class Incremental:
         writes in `step`."""
         raw = self.raw
         touched, raw.touched = raw.touched, set()
+        # The start state's stage before the change (its node's key goes with the node).
+        root_stage = self.key[self.root_node][0] if self.root_node in self.key else None
         describe, texts = self._describe, self.port_texts
         gone_nodes, new_nodes, id_added, id_removed = [], [], {}, []
         port_leaves, ports_moved = self.port_leaves, False
@@ -830,10 +832,11 @@ class Incremental:
                 if n not in full:
                     partial[n].add(t)
         # The start state's node changes key with nearly every change, but mostly keeps its
-        # entries: the new one starts from the old one's.
+        # entries: the new one starts from the old one's, if it splits at the same stage
+        # (entries of another stage's tables are not its own, whatever their intervals).
         base = None
         root = next((n for n in full if self.rep[n] == ROOT), None)
-        if root is not None and self.root_node in gone_nodes:
+        if root is not None and self.root_node in gone_nodes and self.key[root][0] == root_stage:
             base = self.out.pop(self.root_node, None)
         if root is not None:
             self.root_node = root

@@ -212,9 +212,8 @@ class Network:
                 removed.append(Rule(f, before))
             if now:
                 added.append(Rule(f, now))
-        step = inc.change(added, removed)
         self._stale.add(s)
-        return Changes(step.delete, step.insert, step.modify, step.set_groups, step.delete_groups)
+        return inc.change(added, removed)  # a Step: the Changes to write
 
     def _apply(self, s: str, d: Changes, report: ChangeReport, fabric: "Fabric | None") -> None:
         if not len(d):

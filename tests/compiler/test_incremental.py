@@ -151,6 +151,24 @@ def test_itch_shape_one_change_writes_little():
     assert inc.entries() == compile_rules(spec, rules).entries
 
 
+def test_the_start_state_moving_to_a_later_stage_drops_its_old_stage_entries():
+    """Removing the only rule on the first field moves the start state's split to the next
+    stage with the same default successor: its default entry must move to that stage's table
+    (found by a network test: the old stage's entry stayed)."""
+    spec = parse_spec(open("p4/itch/itch.p4").read(), name="itch")
+    a, b, c = parse_rules('price <= 1000 : fwd(2)\nstock != "IBM" : fwd(2)\n'
+                          'price != 5000 : fwd(2)\n', spec)
+    for static in (True, False):
+        inc = Incremental(spec, [a, b, c], static=static)
+        target = as_target(inc.entries())
+        step = inc.remove(b)
+        doc = inc.entries()
+        assert doc == compile_rules(spec, [a, c], static=static).entries
+        if not step.rebuilt:
+            assert apply_step({"table_entries": list(target["entries"].values()),
+                               "multicast_groups": doc["multicast_groups"]}, step) == as_target(doc)
+
+
 def test_removing_an_absent_rule_is_refused_and_changes_nothing():
     spec = parse_spec(open("p4/itch/itch.p4").read(), name="itch")
     rules = parse_rules('stock == "A" and price > 5 : fwd(1)', spec)
