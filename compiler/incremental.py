@@ -983,6 +983,7 @@ class Incremental:
                     per_table[e["table"]] = per_table.get(e["table"], 0) + 1
                     total += 1
         return {"rules": sum(map(len, self.rules.values())),
+                "conjunctions": sum(len(c) * len(self.rules[k]) for k, c in self.conjs.items()),
                 "fields": [s.field.name for s in self.stages],
                 "entries": {"total": total, "per_table": per_table},
                 "states": len(self.rep), "state_width": self.state_width,
