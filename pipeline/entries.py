@@ -170,7 +170,27 @@ def write(doc: dict, fh: TextIO) -> None:
     """entries.json as the compiler writes it: one entry or group per line, so that large files
     stay greppable and diffable."""
     fh.write('{"camus_entries": %d,\n "table_entries": [\n' % doc["camus_entries"])
-    fh.write(",\n".join("  " + json.dumps(e) for e in doc["table_entries"]))
+    _write_lines(doc["table_entries"], fh)
     fh.write('\n ],\n "multicast_groups": [\n')
-    fh.write(",\n".join("  " + json.dumps(g) for g in doc["multicast_groups"]))
+    _write_lines(doc["multicast_groups"], fh)
     fh.write("\n ]}\n")
+
+
+_CHUNK = 4096  # objects encoded per json.dumps call: a few MB of text at a time
+
+
+def _write_lines(objs: list[dict], fh: TextIO) -> None:
+    """`"  " + json.dumps(o)` per object, joined by ",\n": the same text as one dumps per
+    object, but a chunk of objects goes through the C encoder in one call (a million entries:
+    about a second instead of eight). The encoder separates a list's items by ", ", so each
+    boundary between two dicts reads `}, {`; where that text occurs only at the boundaries (as
+    often as there are boundaries), those become the line breaks. Otherwise (a string holding
+    `}, {`, a list of dicts inside a dict) the chunk is written object by object."""
+    for start in range(0, len(objs), _CHUNK):
+        chunk = objs[start:start + _CHUNK]
+        text = json.dumps(chunk, check_circular=False)  # the compiler's documents are trees
+        if text.count("}, {") == len(chunk) - 1 and all(type(o) is dict for o in chunk):
+            text = "  " + text[1:-1].replace("}, {", "},\n  {")
+        else:
+            text = ",\n".join("  " + json.dumps(o) for o in chunk)
+        fh.write(",\n" + text if start else text)
