@@ -94,7 +94,9 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    on_estimate: Callable[[estimate.Estimate], None] | None = None) -> Compiled:
     started = time.perf_counter()
     if fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries, on_estimate):
-        return _emit(spec, rules, len(rules), *fast, static, started)  # 1M hICN rules, fast
+        # 1M hICN rules: entries straight from the values, the diagram built only if read
+        return _emit(spec, rules, len(rules), fast.diagram(), fast.stages, fast.predicted,
+                     static, started, fast)
     items = []
     append = items.append
     for rule in rules:
@@ -149,12 +151,15 @@ def _within_budget(progress, budget: int, conjunctions: int, refusal):
 
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
           stages: list[Stage], predicted: estimate.Estimate | None, static: bool,
-          started: float) -> Compiled:
-    reachable = d.reachable()
+          started: float, fast: exact_only.ExactOnly | None = None) -> Compiled:
+    # `fast` (the exact-only path) knows its states and, mostly, its entries without `d`.
+    reachable = None if fast else d.reachable()
+    states = fast.states() if fast else len(reachable)
     app = lowering.application(spec, stages)
-    state_width = tables.state_bits(len(reachable), static)
-    entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
-                                  state_width)
+    state_width = tables.state_bits(states, static)
+    made = fast.tables(app.leaf_table, app.multicast_group, state_width) if fast else None
+    entries, groups = made or tables.emit(d, stages, app.leaf_table, reachable,
+                                          app.multicast_group, state_width)
     ports_width = MAX_PORTS_WIDTH
     if not static:  # a static pipeline has a bit for every port; else up to the highest used
         ports_width = 1 + max((r["port"] for g in groups for r in g["replicas"]), default=0)
@@ -169,7 +174,7 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
         "conjunctions": conjunctions,
         "fields": [s.field.name for s in stages],
         "entries": {"total": len(entries), "per_table": per_table},
-        "states": len(reachable),
+        "states": states,
         "state_width": state_width,
         "multicast_groups": len(groups),
         "compile_seconds": round(time.perf_counter() - started, 4),
