@@ -25,6 +25,7 @@ pipeline, a field order given by hand) returns None: the general path compiles i
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Sequence
 
 from collections import Counter
@@ -33,6 +34,7 @@ from compiler import estimate, lowering, tables
 from compiler.ast import Atom, Rule
 from compiler.diagram import Diagram, Split
 from compiler.spec import QueryField, Spec
+from pipeline import entries as entries_json
 from pipeline.model import Stage
 
 
@@ -70,14 +72,15 @@ class ExactOnly:
         """The decision diagram, built when first read."""
         return _OnDemand(lambda: _diagram(self.q, self.ports_of))
 
-    def tables(self, leaf_table: str, group: int, state_width: int):
-        """(entries, groups) as `tables.emit` makes them from the diagram, when the dead state
-        is the root's default (every wide field: it spans all the values no rule names); None
-        otherwise (a field so narrow that a leaf spans more: the general emit, from the diagram)."""
+    def prepare(self, leaf_table: str, group: int, state_width: int) -> bool:
+        """Ready `document()` and `write()` to give the entries.json `tables.emit` makes from
+        the diagram, when the dead state is the root's default (every wide field: it spans all
+        the values no rule names); False otherwise (a field so narrow that a leaf spans more:
+        the general emit, from the diagram)."""
         q, ports_of = self.q, self.ports_of
         gap = q.max_value + 1 - len(ports_of)  # values no rule names: the dead state's span
         if not gap:
-            return None
+            return False
         # The states as the diagram numbers them up to order (ids hash their meaning alone):
         # root 0, dead 1, then the leaves; their ids as tables.state_ids gives them.
         span = Counter(ports_of.values())
@@ -86,22 +89,47 @@ class ExactOnly:
         leaf_of = {p: 2 + i for i, p in enumerate(sets)}
         ids = tables.state_ids(states, list(range(len(states.contents))), bits=state_width)
         if any((span[p], -ids[leaf_of[p]]) > (gap, -ids[1]) for p in sets):
-            return None
+            return False
         # The dead default needs no entry: one exact entry per value, in value order, on the
-        # root (id 0). Entries share their state key and, per port set, their parameters.
+        # root (id 0), deciding the value's leaf right there.
         leaves = {leaf_of[p]: p for p in sets}
         bitmaps: dict = {}
-        action = {p: tables.decision(leaf_of[p], ids, leaves, bitmaps) for p in sets}
-        stage = self.stages[0]
-        table, name, root = stage.table, stage.field.name, {"exact": 0}
-        entries = []
-        append = entries.append
-        for v in sorted(ports_of):
-            act, params = action[ports_of[v]]
-            append({"table": table, "match": {"state": root, name: {"exact": v}},
-                    "action": act, "params": params})
+        self.actions = {p: tables.decision(leaf_of[p], ids, leaves, bitmaps) for p in sets}
+        self.values = sorted(ports_of)
         used = sorted(frozenset().union(*sets))
-        return entries, [{"id": group, "replicas": [{"port": p, "rid": 0} for p in used]}]
+        self.groups = [{"id": group, "replicas": [{"port": p, "rid": 0} for p in used]}]
+        return True
+
+    def per_table(self) -> dict[str, int]:
+        return {self.stages[0].table: len(self.values)}
+
+    def document(self) -> dict:
+        """entries.json (after `prepare`). Entries share their state key and, per port set,
+        their parameters."""
+        stage, action, ports_of = self.stages[0], self.actions, self.ports_of
+        table, name, root = stage.table, stage.field.name, {"exact": 0}
+        entries = [{"table": table, "match": {"state": root, name: {"exact": v}},
+                    "action": act, "params": params}
+                   for v, (act, params) in zip(self.values, map(action.__getitem__,
+                                                                map(ports_of.__getitem__, self.values)))]
+        return {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
+                "multicast_groups": self.groups}
+
+    def write(self, fh) -> None:
+        """`document()` as entries.write writes it, without building it: an entry's text
+        (`json.dumps`) is the same around every value but for the action, so each line is
+        put together from pieces rather than encoded."""
+        stage = self.stages[0]
+        head = '  {"table": %s, "match": {"state": {"exact": 0}, %s: {"exact": ' % (
+            json.dumps(stage.table), json.dumps(stage.field.name))
+        tails = {p: '}}, "action": %s, "params": %s}' % (json.dumps(a), json.dumps(params))
+                 for p, (a, params) in self.actions.items()}
+        ports_of, values = self.ports_of, self.values
+
+        def text(start: int, stop: int) -> str:
+            return ",\n".join([head + str(v) + tails[ports_of[v]] for v in values[start:stop]])
+
+        entries_json.write_parts(entries_json.ENTRIES_VERSION, len(values), text, self.groups, fh)
 
 
 def diagram_for(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
