@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.entries import Entry
-from pipeline.model import Field, Pipeline
+from pipeline.model import Field, Pipeline, PipelineError
 from switch.dataplane import DROP_REASONS, DataPlane, Output
 from switch.native_switch import load as load_native
 
@@ -30,6 +30,11 @@ def _field(f: Field) -> dict:
 
 def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
     """The extension's plan for `pipeline`, and the index it gives each table name."""
+    for app in pipeline.applications:
+        if app.lanes:
+            raise PipelineError(f"application {app.name!r} has {len(app.all_lanes)} lanes; the "
+                             f"native switch runs one lane only so far: use the Python data "
+                             f"plane (--impl python) or compile with --lanes 1")
     names = list(pipeline.tables)
     index = {name: i for i, name in enumerate(names)}
     tables = []

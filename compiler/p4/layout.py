@@ -35,6 +35,9 @@ class Field:
 
 class AppLayout:
     def __init__(self, app: Application, slots: int = DEFAULT_SLOTS):
+        if app.lanes:
+            raise ValueError(f"application {app.name!r} has {len(app.all_lanes)} lanes; the P4 "
+                             f"emitter carries one lane only so far: compile with --lanes 1")
         self.app = app
         self.name = ident(app.name)
         self.port = app.udp_port
