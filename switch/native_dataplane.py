@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.entries import Entry
-from pipeline.model import Field, Pipeline, PipelineError
+from pipeline.model import Field, Pipeline
 from switch.dataplane import DROP_REASONS, DataPlane, Output
 from switch.native_switch import load as load_native
 
@@ -30,11 +30,6 @@ def _field(f: Field) -> dict:
 
 def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
     """The extension's plan for `pipeline`, and the index it gives each table name."""
-    for app in pipeline.applications:
-        if app.lanes:
-            raise PipelineError(f"application {app.name!r} has {len(app.all_lanes)} lanes; the "
-                             f"native switch runs one lane only so far: use the Python data "
-                             f"plane (--impl python) or compile with --lanes 1")
     names = list(pipeline.tables)
     index = {name: i for i, name in enumerate(names)}
     tables = []
@@ -49,9 +44,9 @@ def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
             "message_bytes": app.message_bytes,
             "type_field": _field(app.type_field) if app.type_field else None,
             "types": sorted(app.types),
-            "stages": [{"field": _field(s.field), "table": index[s.table], "default_table": index[s.default_table]}
-                       for s in app.stages],
-            "leaf_table": index[app.leaf_table],
+            "lanes": [{"stages": [{"field": _field(s.field), "table": index[s.table],
+                                   "default_table": index[s.default_table]} for s in lane.stages],
+                       "leaf_table": index[lane.leaf_table]} for lane in app.all_lanes],
             "multicast_group": app.multicast_group,
         }
         for app in pipeline.applications
@@ -150,7 +145,8 @@ class NativeDataPlane(DataPlane):
         return self._sw.process_packed(buf, lengths, in_port)
 
     def classify_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
-        """The table walk alone: (u64 leaf code per message block, u32 block count per frame).
+        """The table walk alone: (u64 leaf code per message block, u32 block count per frame;
+        with several lanes, a code per block and lane, lane-major, and their count).
 
         A code is 0 when no rule selects the message, 1<<32 | port for fwd, 2<<32 | i for
         mcast, i the native index of its port bitmap. Frames that are dropped or carry no application report 0 blocks.
