@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's compiler, not an installed one
 
-from compiler.compile import TooLarge, compile_rules, no_cyclic_gc  # noqa: E402
+from compiler.compile import TooLarge, check_size, compile_rules, no_cyclic_gc  # noqa: E402
 from compiler.estimate import DEFAULT_MAX_ENTRIES  # noqa: E402
 from compiler.lanes import parse_lanes  # noqa: E402
 from compiler.rules import parse_rules  # noqa: E402
@@ -80,6 +80,12 @@ def big_table_rows(subs) -> int:
 def compile_once(spec, rules, lanes) -> tuple[str, int, float]:
     """(entries or "refused", lanes used, CPU seconds) of one compile under the budget."""
     t0 = time.process_time()
+    if lanes == 1:
+        # One diagram over budget by the estimate is not built: under 10,000 conjunctions the
+        # compiler would try (and here stop after minutes of splitting; see BENCHMARKS.md).
+        predicted = check_size(spec, rules, None, False, 0)
+        if predicted.entries > DEFAULT_MAX_ENTRIES:
+            return f"over budget (estimate {predicted.entries:.1e})", 0, time.process_time() - t0
     try:
         c = compile_rules(spec, rules, max_entries=DEFAULT_MAX_ENTRIES, lanes=lanes)
     except TooLarge as exc:  # the estimate is over the budget: say so, do not wait
