@@ -35,9 +35,6 @@ class Field:
 
 class AppLayout:
     def __init__(self, app: Application, slots: int = DEFAULT_SLOTS):
-        if app.lanes:
-            raise ValueError(f"application {app.name!r} has {len(app.all_lanes)} lanes; the P4 "
-                             f"emitter carries one lane only so far: compile with --lanes 1")
         self.app = app
         self.name = ident(app.name)
         self.port = app.udp_port
@@ -64,6 +61,7 @@ class AppLayout:
             self.fields[qname] = Field(qname, header, name, widths[qname])
         self.stages = app.stages
         self.leaf_table = app.leaf_table
+        self.lanes = app.all_lanes  # (stages, leaf table) chains, walked one after the other
         self.packet_header = app.packet_header
         self.slots = slots if self.framing == "moldudp64" else 1
         if self.framing == "moldudp64":

@@ -108,6 +108,8 @@ def _headers(apps: list[AppLayout], state_width: int, ports_width: int) -> str:
         "    bit<1>  rewrite;     // egress: rewrite the UDP port, zero the UDP checksum, truncate",
         "    bit<32> frame_len;   // bytes of a rewritten copy (truncation drops what follows)",
     ]
+    if any(len(a.lanes) > 1 for a in apps):
+        meta.append(f"    bit<{ports_width}> lane_ports;  // lanes: the union of their decisions' bitmaps")
     for a in apps:
         out.append(f"// {a.app.name}: UDP port {a.port}, framing {a.framing}")
         for h in a.headers:

@@ -137,14 +137,6 @@ def test_pipeline_document_round_trips_lanes_and_refuses_old_versions():
         document.from_json(bad)
 
 
-def test_p4_emitter_refuses_lanes_clearly():
-    from compiler.p4 import emit_program
-
-    c = compile_text(SPEC, ADVERSARIAL, name="ev", lanes=3)
-    with pytest.raises(ValueError, match="3 lanes.*--lanes 1"):
-        emit_program(c.pipeline)
-
-
 def test_lanes_option_is_checked():
     assert parse_lanes("auto") == "auto" and parse_lanes("4") == 4
     for bad in ("0", "-1", "many"):
