@@ -25,12 +25,13 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> 
     state = ("meta.state", "exact", "state")
     tables = []
     for a in apps:
-        for st in a.stages:
-            f = a.fields[st.field.name]
-            tables.append(table(st.table, [state, (a.key_expr(f), st.match_kind, f.qname)],
-                                 STAGE_ACTIONS))
-            tables.append(table(st.default_table, [state], STAGE_ACTIONS))
-        tables.append(table(a.leaf_table, [state], ("fwd", "mcast")))
+        for lane in a.lanes:
+            for st in lane.stages:
+                f = a.fields[st.field.name]
+                tables.append(table(st.table, [state, (a.key_expr(f), st.match_kind, f.qname)],
+                                     STAGE_ACTIONS))
+                tables.append(table(st.default_table, [state], STAGE_ACTIONS))
+            tables.append(table(lane.leaf_table, [state], ("fwd", "mcast")))
     tables.append(table(pipeline.ipv4_table, [("hdr.ipv4.dst_addr", "lpm", "ipv4.dst_addr")],
                          ("fwd", "drop")))
     if fabric:
@@ -74,7 +75,7 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> 
         cond = f"hdr.udp.isValid() && hdr.udp.dst_port == {a.port}"
         body.append(f"    {'if' if first else '} else if'} ({cond}) {{")
         first = False
-        inner = (_single(a, fabric) if a.framing == "single"
+        inner = (_single(a, pipeline.ports_width, fabric) if a.framing == "single"
                  else moldudp64_pruning.ingress(a, pipeline.ports_width, fabric))
         body += indent(inner, 8)
     if apps:
@@ -91,10 +92,10 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> 
             + "\n".join(indent(body, 8)) + "\n    }\n}\n")
 
 
-def _single(a: AppLayout, fabric: bool = False) -> list[str]:
+def _single(a: AppLayout, ports_width: int, fabric: bool = False) -> list[str]:
     valid = " && ".join(f"hdr.{a.msg_instance(h.name)}.isValid()" for h in a.headers)
     return ([f"if ({valid} && hdr.udp.length >= {8 + a.message_bytes}) {{"]
-            + indent(walk(a), 4)
+            + indent(walk(a, ports_width), 4)
             + ["    if (meta.decided == 1) {",
                "        if (meta.multicast == 1) {",
                "            // Every port the application's rules name; egress keeps the bitmap's.",

@@ -70,7 +70,7 @@ def ingress(a: AppLayout, ports_width: int, fabric: bool = False) -> list[str]:
         out += [f"        {a.key_expr(f)} = {a.field_ref(f, s)};" for f in a.fields.values()]
     out.append("    }")
     out.append(f"    if (slot != {NO_SLOT}) {{")
-    out += indent(walk(a), 8)
+    out += indent(walk(a, ports_width), 8)
     out += [
         "        if (meta.decided == 1) {",
         "            bit<2> kind = 1;",

@@ -119,6 +119,8 @@ def _headers(apps: list[AppLayout], state_width: int, ports_width: int, fabric: 
     ]
     if fabric:
         meta += fabric_egress.metadata()
+    if any(len(a.lanes) > 1 for a in apps):
+        meta.append(f"    bit<{ports_width}> lane_ports;  // lanes: the union of their decisions' bitmaps")
     for a in apps:
         out.append(f"// {a.app.name}: UDP port {a.port}, framing {a.framing}")
         for h in a.headers:
