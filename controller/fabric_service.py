@@ -139,10 +139,12 @@ class FabricService:
 
     def close(self) -> None:
         self._stop.set()
-        self.api.shutdown()
+        if self._threads[0].is_alive():  # shutdown() waits for a serve_forever that never ran
+            self.api.shutdown()
         self.api.server_close()
         for t in self._threads[1:]:
-            t.join(timeout=2)
+            if t.is_alive():
+                t.join(timeout=2)
         for h in self.hosts.values():
             if h.sock is not None:
                 h.sock.close()
