@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="round constants on ports that lead to switches to multiples of N "
                         "(default 1: exact)")
     c.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    c.add_argument("--p4", action="store_true",
+                   help="also write each switch's P4 program (the fabric variant, for bmv2), "
+                        "P4Info and P4Runtime entries (docs/routing.md)")
     c.set_defaults(func=cmd_compile)
 
     r = sub.add_parser("run", help="run pcaps through a compiled network in this process",
@@ -85,6 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     u.add_argument("--settle", type=float, default=2.0, metavar="S",
                    help="seconds to wait after the last frame is sent (default 2)")
     u.add_argument("--impl", choices=("native", "python"), default="native")
+    u.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="auto",
+                   help="each switch's process: bmv2 (simple_switch_grpc running the fabric "
+                        "program, compiled by p4c-bm2-ss), camus (camus switch serve --fabric), "
+                        "or auto (default): bmv2 where both tools are on PATH")
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop what `camus net up --net DIR` started")
     _net_option(d)
@@ -167,6 +174,10 @@ def cmd_compile(args) -> int:
         # What `camus net change` reads the network back with.
         Path(args.out, f"{spec.name}.p4").write_bytes(Path(args.spec).read_bytes())
         write_subscriptions(Path(args.out) / "subscriptions.txt", subs)
+        if args.p4:
+            from controller.fabric_p4 import write_switches
+
+            write_switches(args.out)
     except OSError as exc:
         print(f"camus net compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return 2
@@ -255,7 +266,10 @@ def cmd_up(args) -> int:
         print("camus net up: error: --inject needs --out-dir", file=sys.stderr)
         return 2
     try:
-        emulation = Emulation(args.net, args.impl)
+        emulation = Emulation(args.net, args.impl, args.switch)
+    except EmulationError as exc:
+        print(f"camus net up: error: {exc}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, KeyError) as exc:
         print(f"camus net up: error: cannot load {args.net}: {exc}", file=sys.stderr)
         return 2
@@ -447,6 +461,10 @@ def cmd_change(args) -> int:
     try:
         net.write(d, only=touched)
         write_subscriptions(d / "subscriptions.txt", subs)
+        from controller.fabric_p4 import has_p4, write_switches
+
+        if has_p4(d):  # compiled with --p4: the touched switches' P4Runtime entries follow
+            write_switches(d, only=touched)
     except OSError as exc:
         print(f"camus net change: error: cannot write {d}: {exc}", file=sys.stderr)
         return 2

@@ -270,7 +270,7 @@ class Fabric:
                 raise RoutingLoop(f"a packet from {host} passed {hops} switches (at {s})")
             egress = self.egress[s]
             for port, copy in self.switches[s].process(data, in_port):
-                port = egress.port(in_port, port, copy)  # ingress, up and never-up-again
+                port = egress.port(in_port, port, data)  # ingress, up and never-up-again
                 peer = self.topo.ports[s].get(port)
                 if peer is None:
                     continue  # a port with nothing attached (a failed link's)

@@ -239,8 +239,7 @@ class DataPath:
             for p in subs:
                 self._rules.pop(p, None)
             self._rules.update(zip((s.port for s in now), added))
-            changes = Changes(step.delete, step.insert, step.modify, step.set_groups,
-                              step.delete_groups)
+            changes: Changes = step  # the writes it computed, with nothing re-diffed
             try:
                 commit = self.target.stage(self.pipeline, self.compiler.entries, changes)
             except TargetError:
