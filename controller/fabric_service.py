@@ -225,16 +225,9 @@ class FabricService:
 
     def _push(self, switches: list[str]) -> None:
         """The emulation's switches `switches` to their new entries, over P4Runtime."""
-        from controller.p4runtime_client import P4RuntimeClient
-        from controller.push import TargetConfig, push
-
         self.net.write(self.net_dir, only=switches)
         for s in switches:
-            d = self.net_dir / "switches" / s
-            entries = json.loads((d / "entries.json").read_text())
-            with P4RuntimeClient(self.emulation.p4rt[s], 1, 1, 20.0) as client:
-                client.arbitrate()
-                push(client, TargetConfig.software_switch(d), entries)
+            self.emulation.push_entries(s)
 
     def topic_number(self, name: str) -> int:
         with self.lock:
