@@ -530,3 +530,42 @@ def test_the_controller_applies_whole_sets_exactly(steps, policy_alpha, seed):
                 assert sorted(got) == sorted(want), (sender, values)
     finally:
         service.close()
+
+
+def test_a_controller_restart_is_repaired_by_the_brokers(tmp_path):
+    """The controller stops and starts again on the same address and state: each broker
+    reconnects, attaches again (new UDP sockets) and republishes its subscriptions within a
+    second or two, topic numbers are the same, and records cross again."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ("--topology", "fattree:4", "--listen", f"127.0.0.1:{port}",
+            "--state", str(tmp_path / "ctl"))
+    ctl = Controller(*args)
+    brokers = []
+    try:
+        target = f"fabric://127.0.0.1:{port}?host=%s"
+        b0 = Server(extra=["--target", target % "h0"])
+        brokers.append(b0)
+        b5 = Server(extra=["--target", target % "h5"])
+        brokers.append(b5)
+        for b in (b0, b5):
+            create(b.bootstrap, "feed", **{"camus.schema": SCHEMA})
+        create(b5.bootstrap, "feed-view", **{"camus.source": "feed", "camus.filter": "qty < 1000"})
+        assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1, 20)
+        topics = ctl.call(op="status")["topics"]
+        ctl.stop()
+        ctl = Controller(*args)
+        assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1
+                          and ctl.host("h5")["attached"] and ctl.host("h0")["attached"], 20), \
+            ctl.call(op="status")["hosts"]
+        assert ctl.call(op="status")["topics"] == topics
+        docs = [{"seq": i, "price": 1, "qty": q} for i, q in enumerate((5, 999, 1000, 7, 60000))]
+        produce(b0.bootstrap, "feed", docs)
+        want = [d for d in docs if d["qty"] < 1000]
+        assert sorted(map(key, consume(b5.bootstrap, "feed-view", len(want)))) == \
+            sorted(map(key, want))
+    finally:
+        for b in brokers:
+            b.stop()
+        ctl.stop()
