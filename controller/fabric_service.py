@@ -52,12 +52,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from controller.fabric_target import grow_receive_buffer
 from controller.filter_wire import from_json
 from controller.network import ChangeReport, Fabric, Network, RoutingLoop
 from controller.policy import Subscription
 
 log = logging.getLogger("camus.fabric")
-RCVBUF = 8 << 20  # loopback UDP: room for a produced batch's frames while the fabric works
 MAX_FRAME = 65535
 
 
@@ -67,7 +67,7 @@ class _Host:
         self.sock = None  # None on an emulation: the host's interface is its link
         if bind is not None:
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+            grow_receive_buffer(self.sock)
             self.sock.bind((bind, 0))
             self.sock.setblocking(False)
         self.attached = False
