@@ -555,11 +555,16 @@ def test_a_controller_restart_is_repaired_by_the_brokers(tmp_path):
         assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1, 20)
         topics = ctl.call(op="status")["topics"]
         ctl.stop()
+        # Meanwhile a new topic has no number to take: refused, saying why, nothing made.
+        with pytest.raises(confluent_kafka.KafkaException, match="no topic number"):
+            create(b0.bootstrap, "while-away")
         ctl = Controller(*args)
         assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1
                           and ctl.host("h5")["attached"] and ctl.host("h0")["attached"], 20), \
             ctl.call(op="status")["hosts"]
         assert ctl.call(op="status")["topics"] == topics
+        create(b0.bootstrap, "while-away")  # now it is numbered
+        assert "while-away" in ctl.call(op="status")["topics"]
         docs = [{"seq": i, "price": 1, "qty": q} for i, q in enumerate((5, 999, 1000, 7, 60000))]
         produce(b0.bootstrap, "feed", docs)
         want = [d for d in docs if d["qty"] < 1000]
