@@ -37,7 +37,8 @@ object a line, one answer object a line, `{"ok": false, "error": ...}` for a ref
     Kafka header carries numbers, not names), first come first numbered, kept in
     `--state DIR/topics.json` across restarts.
   * `{"op": "status"}`: per host, whether attached, its subscriptions, frames in and out;
-    the topic numbers; packets and bytes per directed link.
+    the topic numbers; the last 20 subscription changes (switches recompiled, writes,
+    seconds); packets and bytes per directed link.
 """
 
 from __future__ import annotations
@@ -250,6 +251,7 @@ class FabricService:
                       for h in self.hosts.values()},
             "topics": dict(self.topics),
             "changes": len(self.changes),
+            "recent_changes": self.changes[-20:],  # host, added, removed, switches, writes, seconds
             "routing_loops": self.loops,
             "links": self.fabric.links_json() if self.fabric is not None else None,
         }

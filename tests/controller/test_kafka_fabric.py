@@ -163,6 +163,11 @@ def test_a_view_on_another_host_gets_exactly_its_records(fabric):
         create(b[h].bootstrap, f"{topic}-view", **{"camus.source": topic, "camus.filter": text})
     assert wait_until(lambda: all(ctl.host(h)["subscriptions"] > before[h]["subscriptions"]
                                   for h in texts), 20), ctl.call(op="status")["hosts"]
+    # A view of a new topic is a new filter in the network: its change rewrote switches.
+    recent = ctl.call(op="status")["recent_changes"]
+    for h in texts:
+        assert any(c["host"] == h and c["added"] and c["writes"] and c["switches"]
+                   for c in recent), (h, recent)
     docs = docs_for(14, 400)
     produce(b["h0"].bootstrap, topic, docs)
     want5 = expected(number, docs, texts["h5"])
