@@ -163,11 +163,13 @@ def test_a_view_on_another_host_gets_exactly_its_records(fabric):
         create(b[h].bootstrap, f"{topic}-view", **{"camus.source": topic, "camus.filter": text})
     assert wait_until(lambda: all(ctl.host(h)["subscriptions"] > before[h]["subscriptions"]
                                   for h in texts), 20), ctl.call(op="status")["hosts"]
-    # A view of a new topic is a new filter in the network: its change rewrote switches.
+    # A view of a new topic is a new filter in the network: its change rewrote switches;
+    # h12's matches nothing at all (an empty price range), so its change writes nothing.
     recent = ctl.call(op="status")["recent_changes"]
-    for h in texts:
+    for h in ("h5", "h0"):
         assert any(c["host"] == h and c["added"] and c["writes"] and c["switches"]
                    for c in recent), (h, recent)
+    assert any(c["host"] == "h12" and c["added"] and not c["writes"] for c in recent), recent
     docs = docs_for(14, 400)
     produce(b["h0"].bootstrap, topic, docs)
     want5 = expected(number, docs, texts["h5"])
