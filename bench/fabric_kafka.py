@@ -7,6 +7,9 @@ the same broker reads them. Fabric: `camus net serve --topology fattree:4` and t
 five switches away), the view on h5. Each figure is the time from the first produce to the
 consumer holding every matching record, as records produced per second; the ratio is fabric
 over one broker. The consumer is subscribed and assigned before the producer starts.
+Also printed: the controller's forwarding alone (`Fabric.inject` of the same records'
+frames from h0 with h5's subscription, in this process, no sockets), which bounds what
+one controller thread carries.
 
     python bench/fabric_kafka.py                    # 20,000 records
     python bench/fabric_kafka.py --records 50000
@@ -73,6 +76,29 @@ def run(producer_at: str, view_at: str, docs: list[bytes], want: int) -> float:
     return seconds
 
 
+def inject_rate(sels: list[int], docs: list[bytes]) -> float:
+    """Frames/s `Fabric.inject` forwards from h0 to h5 (the view's filter on h5)."""
+    from compiler.spec import load_spec
+    from controller.network import Fabric, Network
+    from controller.policy import Subscription as HostSubscription
+    from controller.topology import fat_tree
+    from shim import reframe
+    from shim.schema import parse_schema
+    from shim.subscriptions import Subscription, rules_for, view_filter
+
+    spec = load_spec(REPO / "p4" / "kafka" / "kafka.p4")
+    net = Network(spec, fat_tree(4), [], "tr", 1)
+    f = view_filter(spec, parse_schema(SCHEMA), "sel < 50")
+    net.add(HostSubscription("h5", rules_for(spec, [Subscription(1, 1, None, f)])[0].filter))
+    fabric = Fabric.of(net)
+    frames = [reframe.packets(1, 0, i, [s] + [0] * 7, reframe.Record(0, None, d))[0]
+              for i, (s, d) in enumerate(zip(sels, docs))]
+    started = time.perf_counter()
+    for frame in frames:
+        fabric.inject("h0", frame)
+    return len(frames) / (time.perf_counter() - started)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=20000)
@@ -111,6 +137,8 @@ def main() -> int:
     print(f"{'fabric: h0 -> 5 switches -> h5 (k=4 fat tree)':<44} {fabric:>8.2f} "
           f"{args.records / fabric:>10.0f}")
     print(f"ratio fabric / one broker (records/s): {one / fabric:.2f}")
+    print(f"the controller's forwarding alone (Fabric.inject, h0 -> h5): "
+          f"{inject_rate(sels, docs):.0f} frames/s")
     return 0
 
 

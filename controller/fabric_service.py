@@ -37,7 +37,8 @@ object a line, one answer object a line, `{"ok": false, "error": ...}` for a ref
     Kafka header carries numbers, not names), first come first numbered, kept in
     `--state DIR/topics.json` across restarts.
   * `{"op": "status"}`: per host, whether attached, its subscriptions, frames in and out;
-    the topic numbers; packets and bytes per directed link.
+    the topic numbers; the last 20 subscription changes (switches recompiled, writes,
+    seconds); packets and bytes per directed link.
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from controller.fabric_target import grow_receive_buffer
 from controller.filter_wire import from_json
 from controller.network import ChangeReport, Fabric, Network, RoutingLoop
 from controller.policy import Subscription
 
 log = logging.getLogger("camus.fabric")
-RCVBUF = 8 << 20  # loopback UDP: room for a produced batch's frames while the fabric works
 MAX_FRAME = 65535
 
 
@@ -67,7 +68,7 @@ class _Host:
         self.sock = None  # None on an emulation: the host's interface is its link
         if bind is not None:
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+            grow_receive_buffer(self.sock)
             self.sock.bind((bind, 0))
             self.sock.setblocking(False)
         self.attached = False
@@ -139,10 +140,12 @@ class FabricService:
 
     def close(self) -> None:
         self._stop.set()
-        self.api.shutdown()
+        if self._threads[0].is_alive():  # shutdown() waits for a serve_forever that never ran
+            self.api.shutdown()
         self.api.server_close()
         for t in self._threads[1:]:
-            t.join(timeout=2)
+            if t.is_alive():
+                t.join(timeout=2)
         for h in self.hosts.values():
             if h.sock is not None:
                 h.sock.close()
@@ -223,16 +226,9 @@ class FabricService:
 
     def _push(self, switches: list[str]) -> None:
         """The emulation's switches `switches` to their new entries, over P4Runtime."""
-        from controller.p4runtime_client import P4RuntimeClient
-        from controller.push import TargetConfig, push
-
         self.net.write(self.net_dir, only=switches)
         for s in switches:
-            d = self.net_dir / "switches" / s
-            entries = json.loads((d / "entries.json").read_text())
-            with P4RuntimeClient(self.emulation.p4rt[s], 1, 1, 20.0) as client:
-                client.arbitrate()
-                push(client, TargetConfig.software_switch(d), entries)
+            self.emulation.push_entries(s)
 
     def topic_number(self, name: str) -> int:
         with self.lock:
@@ -255,6 +251,7 @@ class FabricService:
                       for h in self.hosts.values()},
             "topics": dict(self.topics),
             "changes": len(self.changes),
+            "recent_changes": self.changes[-20:],  # host, added, removed, switches, writes, seconds
             "routing_loops": self.loops,
             "links": self.fabric.links_json() if self.fabric is not None else None,
         }

@@ -41,8 +41,25 @@ from controller.target import INGRESS_PORT, TargetUnavailable
 
 log = logging.getLogger("camus.fabric")
 REPUBLISH = 1.0  # seconds between publications of an unchanged subscription set
-RCVBUF = 8 << 20
+RCVBUF = 64 << 20  # room for bursts of frames while the reader catches up
+
+
+def grow_receive_buffer(sock: socket.socket, size: int = RCVBUF) -> int:
+    """Give `sock` a `size`-byte receive buffer: SO_RCVBUFFORCE where permitted (root),
+    else SO_RCVBUF, which the kernel caps at net.core.rmem_max (about 200 KB by default: a
+    burst of a few thousand frames beyond what the reader keeps up with is then dropped).
+    The size the kernel granted."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+    granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    if granted < size:
+        log.warning("fabric: a UDP receive buffer of %d bytes (asked %d): bursts may lose "
+                    "frames; raise net.core.rmem_max or run as root", granted, size)
+    return granted
 API_TIMEOUT = 30.0
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux; not named in every Python
 KAFKA_UDP_PORT = 9094  # p4/kafka/kafka.p4's @udp_port, where reframed records go
 
 
@@ -130,7 +147,7 @@ class FabricTarget(EmbeddedTarget):
                 self.sock.bind((iface, 0))
             except OSError as exc:
                 raise TargetUnavailable(f"interface {iface}: {exc}") from None
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        grow_receive_buffer(self.sock)
         self.sock.settimeout(0.2)
         self.udp_port = KAFKA_UDP_PORT
         self.api = _Api(controller, self._attach)

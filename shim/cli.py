@@ -41,7 +41,9 @@ def register(subparsers) -> None:
                        help="what records flow through, as controller.target.open_target names "
                             "it (default embedded:native, the in-process software switch; switch, "
                             "switch-veth, bmv2 or p4runtime://HOST:PORT?io=... put a P4Runtime "
-                            "device in the loop: docs/remote-target.md)")
+                            "device in the loop: docs/remote-target.md; "
+                            "fabric://HOST:PORT?host=H makes this broker host H of the network "
+                            "camus net serve runs: docs/routing.md)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("--max-entries", type=int, metavar="N",

@@ -19,6 +19,8 @@ import time
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compiler.ast import And, Or
 from compiler.semantics import holds
@@ -161,6 +163,13 @@ def test_a_view_on_another_host_gets_exactly_its_records(fabric):
         create(b[h].bootstrap, f"{topic}-view", **{"camus.source": topic, "camus.filter": text})
     assert wait_until(lambda: all(ctl.host(h)["subscriptions"] > before[h]["subscriptions"]
                                   for h in texts), 20), ctl.call(op="status")["hosts"]
+    # A view of a new topic is a new filter in the network: its change rewrote switches;
+    # h12's matches nothing at all (an empty price range), so its change writes nothing.
+    recent = ctl.call(op="status")["recent_changes"]
+    for h in ("h5", "h0"):
+        assert any(c["host"] == h and c["added"] and c["writes"] and c["switches"]
+                   for c in recent), (h, recent)
+    assert any(c["host"] == "h12" and c["added"] and not c["writes"] for c in recent), recent
     docs = docs_for(14, 400)
     produce(b["h0"].bootstrap, topic, docs)
     want5 = expected(number, docs, texts["h5"])
@@ -452,3 +461,123 @@ def test_fragments_of_two_senders_with_the_same_offsets_are_reassembled_apart():
     assert sorted(got, key=lambda r: r.timestamp) == [records["h0"], records["h1"]]
     assert dp.stats.arrived == 2
     dp.close()
+
+
+VIEW_ATOMS = ("price > 500", "price <= 499", "price == 0", "price != 1000", "qty < 30000",
+              "qty >= 65535", "price >= 4294967295", "true")
+
+
+@st.composite
+def host_sets(draw):
+    """Per step, some hosts' whole subscription sets: rules the way a broker makes them
+    (topic, partitions, a view filter over the schema), duplicates allowed."""
+    steps = []
+    for _ in range(draw(st.integers(1, 4))):
+        step = {}
+        for h in draw(st.lists(st.sampled_from(("h0", "h3", "h6", "h13")), min_size=1,
+                               max_size=3, unique=True)):
+            subs = []
+            for port in range(draw(st.integers(0, 3))):
+                text = " and ".join(draw(st.lists(st.sampled_from(VIEW_ATOMS), min_size=1,
+                                                  max_size=2)))
+                parts = draw(st.sampled_from((None, frozenset({0}), frozenset({1}))))
+                subs.append((draw(st.sampled_from((1, 2))), parts, text))
+            step[h] = subs
+        steps.append(step)
+    return steps
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(host_sets(), st.sampled_from((("tr", 1), ("mr", 1), ("tr", 100))), st.integers(0, 2**16))
+def test_the_controller_applies_whole_sets_exactly(steps, policy_alpha, seed):
+    """The controller's `subscriptions` request, as brokers send it (filters in JSON), leaves
+    every switch holding what a fresh compile of the hosts' current sets holds, and each host
+    receives a random Kafka frame from another host once iff one of its filters matches it
+    (compiler.semantics), never its own."""
+    from compiler.spec import load_spec
+    from controller.fabric_service import FabricService
+    from controller.network import Network
+    from controller.policy import Subscription as HostSub
+    from controller.topology import fat_tree
+    from shim import reframe
+
+    policy, alpha = policy_alpha
+    spec, schema = kafka_spec(), parse_schema(SCHEMA)
+    topo = fat_tree(4)
+    service = FabricService(Network(load_spec(REPO / "p4/kafka/kafka.p4"), topo, [], policy, alpha))
+    rng = random.Random(seed)
+    try:
+        current: dict[str, list] = {}
+        for step in steps:
+            for h, subs in step.items():
+                rules = rules_for(spec, [Subscription(t, i + 1, parts, view_filter(spec, schema, x))
+                                         for i, (t, parts, x) in enumerate(subs)])
+                sent = json.loads(json.dumps([filter_wire.to_json(r.filter) for r in rules]))
+                answer = service.request({"op": "subscriptions", "host": h, "filters": sent})
+                assert answer["ok"], answer
+                # As the controller reads them: query fields are its spec's own objects.
+                current[h] = [filter_wire.from_json(f, service.net.spec) for f in sent]
+            live = [HostSub(h, f) for h, fs in current.items() for f in fs]
+            fresh = Network(service.net.spec, topo, live, policy, alpha)
+            for s in topo.switches:
+                assert sorted(map(repr, service.fabric.switches[s].entries())) == \
+                    sorted(map(repr, fresh.compiled[s]["table_entries"])), s
+            for _ in range(8):
+                sender = rng.choice(sorted(topo.hosts))
+                topic, part = rng.choice((1, 2)), rng.choice((0, 1))
+                price = rng.choice((0, 1, 499, 500, 501, 1000, 2**32 - 1, rng.randrange(2000)))
+                qty = rng.choice((0, 29999, 30000, 65535, rng.randrange(65536)))
+                slots = [price, qty] + [0] * 6
+                frame = reframe.packets(topic, part, 5, slots, reframe.Record(1, None, b"{}"))[0]
+                got = [h for h, _ in service.fabric.inject(sender, frame)]
+                values = {"kafka.topic_id": topic, "kafka.partition": part,
+                          "kafka.slot0": price, "kafka.slot1": qty}
+                want = [h for h, fs in current.items()
+                        if h != sender and any(holds(f, values) for f in fs)]
+                assert sorted(got) == sorted(want), (sender, values)
+    finally:
+        service.close()
+
+
+def test_a_controller_restart_is_repaired_by_the_brokers(tmp_path):
+    """The controller stops and starts again on the same address and state: each broker
+    reconnects, attaches again (new UDP sockets) and republishes its subscriptions within a
+    second or two, topic numbers are the same, and records cross again."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ("--topology", "fattree:4", "--listen", f"127.0.0.1:{port}",
+            "--state", str(tmp_path / "ctl"))
+    ctl = Controller(*args)
+    brokers = []
+    try:
+        target = f"fabric://127.0.0.1:{port}?host=%s"
+        b0 = Server(extra=["--target", target % "h0"])
+        brokers.append(b0)
+        b5 = Server(extra=["--target", target % "h5"])
+        brokers.append(b5)
+        for b in (b0, b5):
+            create(b.bootstrap, "feed", **{"camus.schema": SCHEMA})
+        create(b5.bootstrap, "feed-view", **{"camus.source": "feed", "camus.filter": "qty < 1000"})
+        assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1, 20)
+        topics = ctl.call(op="status")["topics"]
+        ctl.stop()
+        # Meanwhile a new topic has no number to take: refused, saying why, nothing made.
+        with pytest.raises(confluent_kafka.KafkaException, match="no topic number"):
+            create(b0.bootstrap, "while-away")
+        ctl = Controller(*args)
+        assert wait_until(lambda: ctl.host("h5")["subscriptions"] == 1
+                          and ctl.host("h5")["attached"] and ctl.host("h0")["attached"], 20), \
+            ctl.call(op="status")["hosts"]
+        assert ctl.call(op="status")["topics"] == topics
+        create(b0.bootstrap, "while-away")  # now it is numbered
+        assert "while-away" in ctl.call(op="status")["topics"]
+        docs = [{"seq": i, "price": 1, "qty": q} for i, q in enumerate((5, 999, 1000, 7, 60000))]
+        produce(b0.bootstrap, "feed", docs)
+        want = [d for d in docs if d["qty"] < 1000]
+        assert sorted(map(key, consume(b5.bootstrap, "feed-view", len(want)))) == \
+            sorted(map(key, want))
+    finally:
+        for b in brokers:
+            b.stop()
+        ctl.stop()
