@@ -33,7 +33,7 @@ from compiler.spec import load_spec
 from controller.network import Fabric, Network
 from controller.subscriptions import parse_subscriptions
 from controller.topology import fat_tree
-from p4rt.p4info import build_p4info, program_p4info
+from p4rt.p4info import program_p4info
 from pipeline.fabric import LOGICAL_UP
 from switch.dataplane import load
 from switch.fabric_egress import FabricEgress
@@ -84,18 +84,6 @@ def test_the_fabric_program_needs_a_static_pipelines_bitmaps():
     c = compile_text((ROOT / "p4/itch/itch.p4").read_text(), 'stock == "GOOGL" : fwd(1)\n', name="itch")
     with pytest.raises(ValueError, match="512 bits"):
         emit_program(c.pipeline, fabric=True)
-
-
-def test_p4info_of_the_fabric_program_adds_its_two_tables_and_keeps_every_other_id():
-    c = compile_rules(ITCH, [], static=True)
-    plain, fab = program_p4info(c.pipeline), program_p4info(c.pipeline, fabric=True)
-    ids = {t.preamble.name: t.preamble.id for t in fab.tables} | {a.preamble.name: a.preamble.id for a in fab.actions}
-    assert all(ids[t.preamble.name] == t.preamble.id for t in plain.tables)
-    assert all(ids[a.preamble.name] == a.preamble.id for a in plain.actions)
-    extra = {t.preamble.name for t in fab.tables} - {t.preamble.name for t in plain.tables}
-    assert extra == {"CamusIngress.fabric_port", "CamusIngress.fabric_up_member"}
-    switch = {t.preamble.name for t in build_p4info(c.pipeline, counters=True).tables}
-    assert switch == {t.preamble.name for t in plain.tables}  # the software switch has --fabric instead
 
 
 def test_control_plane_lists_every_port_the_members_and_the_expanded_group():
