@@ -13,7 +13,7 @@ from pathlib import Path
 from compiler import diagram, estimate, exact_only, lowering, order, tables
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import CamusError
-from compiler.normalize import dnf
+from compiler.formula import conjunctions as normal_form, sizing
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
 from pipeline import document, entries as entries_json, interpreter
@@ -99,12 +99,12 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     append = items.append
     for rule in rules:
         ports = rule.ports
-        for conj in dnf(rule.filter, rule.line):
+        for conj in normal_form(rule.filter, rule.line):  # or a wide filter whole
             append((conj, ports))
-    fields = order.choose(spec, (c for c, _ in items), field_order, static)
+    fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
     predicted = None
     if max_entries or on_estimate:
-        predicted = estimate.estimate([c for c, _ in items], fields)
+        predicted = estimate.estimate(list(sizing(c for c, _ in items)), fields)
         if on_estimate:
             on_estimate(predicted)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
@@ -185,9 +185,9 @@ def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | N
     go through compile_rules (`--changes`); TooLarge if it is over `max_entries` for a rule
     set of TRUST_ESTIMATE_AT conjunctions or more (smaller ones: see `_compile_rules`)."""
     with deep_recursion():
-        items = [(conj, r.ports) for r in rules for conj in dnf(r.filter, r.line)]
-        fields = order.choose(spec, (c for c, _ in items), field_order, static)
-        predicted = estimate.estimate([c for c, _ in items], fields)
+        items = [(conj, r.ports) for r in rules for conj in normal_form(r.filter, r.line)]
+        fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
+        predicted = estimate.estimate(list(sizing(c for c, _ in items)), fields)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
             raise _too_large(items, rules, fields, max_entries, predicted)
         return predicted
@@ -195,10 +195,13 @@ def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | N
 
 def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                predicted: estimate.Estimate) -> TooLarge:
-    conjunctions = [c for c, _ in items]
-    lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
-    others = estimate.alternatives(conjunctions, fields)
-    return TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others,
+    conjs, lines = [], []  # a wide filter's atoms each count as one, as in the estimate
+    for r in rules:
+        for c in sizing(normal_form(r.filter, r.line)):
+            conjs.append(c)
+            lines.append(r.line)
+    others = estimate.alternatives(conjs, fields)
+    return TooLarge(estimate.explain(predicted, max_entries, conjs, lines, others,
                                      _alpha_that_fits(rules, fields, max_entries)))
 
 
@@ -209,7 +212,8 @@ def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimat
     from compiler.approximate import approximate_rules
 
     for alpha in (10, 100, 1000, 10_000, 100_000, 1_000_000):
-        approx = [c for r in approximate_rules(list(rules), alpha) for c in dnf(r.filter, r.line)]
+        approx = list(sizing(c for r in approximate_rules(list(rules), alpha)
+                             for c in normal_form(r.filter, r.line)))
         guess = estimate.estimate(approx, fields)
         if guess.entries <= max_entries:
             guess.alpha = alpha

@@ -56,14 +56,14 @@ from compiler.ast import Const, Filter, Rule
 from compiler.compile import no_cyclic_gc
 from compiler.incremental import Incremental
 from controller.diff import Changes
-from controller.target import Emitted, Target, TargetError
+from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError
 from shim import reframe
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
 from shim.schema import SLOTS, Schema
 from shim.subscriptions import Subscription, kafka_spec, rules_for
 
 log = logging.getLogger("camus.datapath")
-INGRESS_PORT = 0
+MAX_SENDERS = 1024  # reassemblers kept for records from the network, one per sending host
 
 Delivered = dict[int, list[tuple[int, Record]]]  # log endpoint -> [(offset, record)]
 
@@ -76,6 +76,8 @@ class Stats:
     packets_out: dict[int, int] = field(default_factory=dict)  # port -> packets it received
     syncs: int = 0
     writes: int = 0  # entry and group writes, summed over syncs
+    arrived: int = 0  # records that came from the network (a fabric target)
+    arrived_by_reference: int = 0  # by-reference packets from the network: not recoverable
 
 
 @dataclass(eq=False)
@@ -99,6 +101,7 @@ class _Prepared:
     changes: Changes
     commit: Callable[[], None] | None  # None: the target could not stage; reload it
     subs: dict[int, Subscription | None]  # the endpoints it changed, as they are now
+    rules: list[Rule] = field(default_factory=list)  # every endpoint's rule after it
 
 
 class DataPath:
@@ -236,13 +239,12 @@ class DataPath:
             for p in subs:
                 self._rules.pop(p, None)
             self._rules.update(zip((s.port for s in now), added))
-            changes = Changes(step.delete, step.insert, step.modify, step.set_groups,
-                              step.delete_groups)
+            changes: Changes = step  # the writes it computed, with nothing re-diffed
             try:
                 commit = self.target.stage(self.pipeline, self.compiler.entries, changes)
             except TargetError:
                 commit = None  # the commit reloads
-        return _Prepared(changes, commit, subs)
+        return _Prepared(changes, commit, subs, list(self._rules.values()))
 
     def _compiled(self, subs: dict[int, Subscription | None], epoch: int, future) -> None:
         self._compiling = False
@@ -287,6 +289,7 @@ class DataPath:
                 self._on_target[port] = sub.topic_id
                 self._topics[sub.topic_id] += 1
         self.topics_wanted = set(self._topics)
+        self.target.subscribed(prepared.rules)
         self._applied = epoch
         self._dirty = epoch != self._epoch
         self._run_applied()
@@ -315,7 +318,7 @@ class DataPath:
         compile of any change not there yet)."""
         if self._dirty:
             self.update()
-        return topic_number in self.topics_wanted
+        return topic_number in self.topics_wanted or self.target.carries(topic_number)
 
     def after(self, fn: Callable[[], None]) -> None:
         """`fn()` once everything sent so far is reported: now, if nothing is under way."""
@@ -326,13 +329,15 @@ class DataPath:
 
     def send(self, topic_number: int, partition: int, schema: Schema | None,
              records: Sequence[Record], then: Callable[[Delivered], None],
-             only: int | None = None, shift: int = 0) -> None:
+             only: int | None = None, shift: int = 0, local: bool = False) -> None:
         """Records of one source partition through the target; `then(delivered)` once it
         has reported (see the module text), {} at once (in turn) if nobody subscribes.
 
         `shift` is added to every record's offset (a batch as the producer numbered it, sent
         before its stored copy was renumbered); `only` keeps what one port receives
-        (replaying a source log into a new view).
+        (replaying a source log into a new view). With `only` or `local` the frames go in on
+        `LOCAL_INGRESS`: a fabric target keeps them to this broker's endpoints (a replay, or
+        records that came from the network, must not go back out).
         """
         if not self.wants(topic_number) or not records:
             return self.after(partial(then, {}))
@@ -354,10 +359,12 @@ class DataPath:
                                           slots[i] if slots else [0] * SLOTS,
                                           reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
             packed = (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)), None)
-        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then)
+        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then,
+                   local)
 
     def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
-                   batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0) -> None:
+                   batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0,
+                   local: bool = False) -> None:
         """`send(..., batch_records(batch), then, shift=shift)` of a produced batch: with the
         extension, a batch whose records were left unbuilt is framed from its records
         section (`reframe.frame_body`) and only the records a view receives are built."""
@@ -370,16 +377,16 @@ class DataPath:
             packed = reframe.frame_body(topic_number, partition, batch, paths, shift)
         if packed is None:
             return self.send(topic_number, partition, schema, batch_records(batch), then,
-                             shift=shift)
+                             shift=shift, local=local)
         *packed, missed = packed
         if schema is not None:
             schema.count_misses(missed)
         self.stats.records_in += batch.record_count
         self._send(packed, partial(batch_records_at, batch), batch.record_count, shift, None,
-                   then)
+                   then, local)
 
     def _send(self, packed, records_at, count: int, shift: int, only: int | None,
-              then: Callable[[Delivered], None]) -> None:
+              then: Callable[[Delivered], None], local: bool = False) -> None:
         """Packed frames (buffer, u32 lengths, u32 record index per frame or None) to the
         target; `records_at(indices)`: the sent records."""
         buf, lengths, owner = packed
@@ -388,11 +395,49 @@ class DataPath:
         sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then)
         self._under_way.append(sent)
         try:
-            self.target.send(INGRESS_PORT, buf, lengths, sent)
+            ingress = LOCAL_INGRESS if local or only is not None else INGRESS_PORT
+            self.target.send(ingress, buf, lengths, sent)
         except BaseException:
             if sent in self._under_way:  # refused before it was under way: never reported
                 self._under_way.remove(sent)
             raise
+
+    # --- records from the network (a fabric target) --------------------------------------
+
+    def set_arrivals(self, handler: Callable[[list[tuple[int, int, list[reframe.Record]]]], None]
+                     ) -> None:
+        """`handler(runs)` for the records the network delivers to this broker: runs of
+        (topic number, partition, records in arrival order), records reassembled from the
+        frames (their offsets are the sender's, which this broker does not keep)."""
+        self._arrival_handler = handler
+        # One reassembler per sender (the frame's Ethernet source, which a fabric target
+        # sets to its host's): two brokers number one partition's records independently, so
+        # their fragments must not meet under one (topic, partition, offset).
+        self._network_reassemblers: dict[bytes, reframe.Reassembler] = {}
+        self.target.set_arrivals(self._arrived)
+
+    def _arrived(self, frames: list[bytes]) -> None:
+        runs: list[tuple[int, int, list[reframe.Record]]] = []
+        for frame in frames:
+            sender = bytes(frame[6:12])
+            reassembler = self._network_reassemblers.get(sender)
+            if reassembler is None:
+                if len(self._network_reassemblers) >= MAX_SENDERS:  # strangers on a link
+                    del self._network_reassemblers[next(iter(self._network_reassemblers))]
+                reassembler = self._network_reassemblers[sender] = reframe.Reassembler()
+            done = reassembler.push(frame)
+            if done is None:
+                continue
+            topic, partition, _, rec = done
+            if rec is None:  # its record is in the sender's broker, out of reach from here
+                self.stats.arrived_by_reference += 1
+                continue
+            if not runs or runs[-1][:2] != (topic, partition):
+                runs.append((topic, partition, []))
+            runs[-1][2].append(rec)
+            self.stats.arrived += 1
+        if runs:
+            self._arrival_handler(runs)
 
     def _report(self, sent: _Sent, emitted: Emitted) -> None:
         """The target's receiver: what `sent` made it emit, then what waited behind it."""
