@@ -61,10 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.set_defaults(func=cmd_run)
 
     ch = sub.add_parser("change", help="add or remove subscriptions of a compiled network",
-                        description="Apply each --add and --remove in the order given: recompile "
-                                    "only the switches whose filter sets change, rewrite their "
-                                    "directories and DIR/subscriptions.txt, and report per change "
-                                    "the switches recompiled, the entries written and the time.")
+                        description="Apply each --add and --remove in the order given: compile "
+                                    "only the switches whose filter sets change (incrementally, "
+                                    "once a switch's compiler is built by its first change), "
+                                    "rewrite their directories and DIR/subscriptions.txt, and "
+                                    "report per change the switches compiled and changed, the "
+                                    "entries written and the time.")
     _net_option(ch)
     ch.add_argument("--add", dest="ops", action="append", type=lambda t: ("add", t), default=[],
                     metavar="'HOST: FILTER'")
@@ -451,12 +453,13 @@ def cmd_change(args) -> int:
                 break
             report = net.remove(sub)
             subs.pop(at)
-        touched |= set(report.switches)
+        touched |= set(report.reached)  # their stats.json changes even if no entry did
         if args.json:
             print(json.dumps({"change": op, "subscription": text, **report.to_json()}))
         else:
-            print(f"{op} {text}: {len(report.switches)} switches recompiled "
-                  f"({', '.join(report.switches) or 'none'}), {report.writes} writes, "
+            print(f"{op} {text}: {len(report.reached)} switches compiled, "
+                  f"{len(report.switches)} changed ({', '.join(report.switches) or 'none'}), "
+                  f"{report.writes} writes, "
                   f"{report.seconds * 1000:.1f} ms")
     try:
         net.write(d, only=touched)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from compiler.estimate import DEFAULT_MAX_ENTRIES
 from controller.target import open_target
 from shim import compaction
 from shim.datapath import DataPath, Delivered
@@ -67,6 +68,7 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     metrics: tuple[str, int] | None = None  # serve Prometheus metrics at this address
     security: Security = field(default_factory=Security)  # listeners, TLS, SASL, ACLs
+    max_entries: int = DEFAULT_MAX_ENTRIES  # the switch's entry budget (shim.approximation)
 
 
 class Broker:
@@ -74,7 +76,7 @@ class Broker:
         self.config = config
         if config.data_dir:
             config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.datapath = DataPath(open_target(config.target))
+        self.datapath = DataPath(open_target(config.target), config.max_entries)
         self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults,
                                self.datapath.target.topic_number)
         self.datapath.set_arrivals(self._from_network)

@@ -54,13 +54,15 @@ from functools import partial
 
 from compiler.ast import Const, Filter, Rule
 from compiler.compile import no_cyclic_gc
+from compiler.estimate import DEFAULT_MAX_ENTRIES
 from compiler.incremental import Incremental
 from controller.diff import Changes
 from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError
 from shim import reframe
+from shim.approximation import Budget, Held, format_alpha, recheck
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
 from shim.schema import SLOTS, Schema
-from shim.subscriptions import Subscription, kafka_spec, rules_for
+from shim.subscriptions import Subscription, kafka_spec
 
 log = logging.getLogger("camus.datapath")
 MAX_SENDERS = 1024  # reassemblers kept for records from the network, one per sending host
@@ -78,6 +80,10 @@ class Stats:
     writes: int = 0  # entry and group writes, summed over syncs
     arrived: int = 0  # records that came from the network (a fabric target)
     arrived_by_reference: int = 0  # by-reference packets from the network: not recoverable
+    # The edge's exact re-check while the switch holds an approximation (shim.approximation):
+    rechecked: dict[int, int] = field(default_factory=dict)  # view port -> records re-checked
+    false_positives: dict[int, int] = field(default_factory=dict)  # view port -> records dropped
+    approximations: int = 0  # times the switch went from exact rules to approximated ones
 
 
 @dataclass(eq=False)
@@ -92,6 +98,7 @@ class _Sent:
     shift: int
     logs: list[int]  # the log endpoints when sent
     then: Callable[[Delivered], None]
+    recheck: dict[int, Filter] = field(default_factory=dict)  # log endpoint -> exact filter
 
 
 @dataclass
@@ -101,16 +108,20 @@ class _Prepared:
     changes: Changes
     commit: Callable[[], None] | None  # None: the target could not stage; reload it
     subs: dict[int, Subscription | None]  # the endpoints it changed, as they are now
-    rules: list[Rule] = field(default_factory=list)  # every endpoint's rule after it
+    held: Held  # α and the endpoints re-checked at the edge, once committed
+    rules: list[Rule] = field(default_factory=list)  # every endpoint's exact rule after it
 
 
 class DataPath:
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
         self.spec = kafka_spec()
         # What the compiler holds: one rule per endpoint (touched on the worker only, one
-        # change at a time); what the target holds lags it until a change is committed.
+        # change at a time), approximated when the exact ones pass `max_entries` (0: no
+        # budget; see shim.approximation); what the target holds lags it until a change is
+        # committed, and `held` is what it holds.
         self.compiler = Incremental(self.spec, [], static=True)
-        self._rules: dict[int, Rule] = {}
+        self.budget = Budget(self.spec, max_entries)
+        self.held = Held({}, {}, 0)
         self.pipeline = self.compiler.pipeline
         self.target = target
         target.set_receiver(self._report)
@@ -162,6 +173,8 @@ class DataPath:
         self.reassemblers.pop(port, None)
         self.log_ports.discard(port)
         self.stats.packets_out.pop(port, None)
+        self.stats.false_positives.pop(port, None)
+        self.stats.rechecked.pop(port, None)
         if release:  # not while the target's entries, or copies under way, still reach it
             self.when_applied(partial(self.after, partial(self._free_ports.append, port)),
                               update=False)
@@ -228,23 +241,16 @@ class DataPath:
         GIL, and so the event loop, for a second or more. If the compiler fails, it is
         rebuilt from the rules it held before, which the target holds."""
         with no_cyclic_gc():
-            removed = [self._rules[p] for p in subs if p in self._rules]
-            now = [s for s in subs.values() if s is not None]
-            added = rules_for(self.spec, now)
             try:
-                step = self.compiler.change(added, removed)
+                self.compiler, changes, held = self.budget.change(self.compiler, subs)
             except BaseException:
-                self.compiler = Incremental(self.spec, list(self._rules.values()), static=True)
+                self.compiler = self.budget.rebuild()
                 raise
-            for p in subs:
-                self._rules.pop(p, None)
-            self._rules.update(zip((s.port for s in now), added))
-            changes: Changes = step  # the writes it computed, with nothing re-diffed
             try:
                 commit = self.target.stage(self.pipeline, self.compiler.entries, changes)
             except TargetError:
                 commit = None  # the commit reloads
-        return _Prepared(changes, commit, subs, list(self._rules.values()))
+        return _Prepared(changes, commit, subs, held, list(self.budget.exact.values()))
 
     def _compiled(self, subs: dict[int, Subscription | None], epoch: int, future) -> None:
         self._compiling = False
@@ -289,6 +295,7 @@ class DataPath:
                 self._on_target[port] = sub.topic_id
                 self._topics[sub.topic_id] += 1
         self.topics_wanted = set(self._topics)
+        self._held(prepared.held)
         self.target.subscribed(prepared.rules)
         self._applied = epoch
         self._dirty = epoch != self._epoch
@@ -298,6 +305,28 @@ class DataPath:
         log.debug("target updated: %d writes for %d changed subscriptions", len(changes),
                   len(prepared.subs))
         return len(changes)
+
+    def _held(self, held: Held) -> None:
+        """The target now holds `held`: log a change of approximation."""
+        was, self.held = self.held, held
+        if held.alpha == was.alpha:
+            return
+        budget = self.budget.max_entries
+        if not was.alpha:
+            self.stats.approximations += 1
+            log.warning("the subscriptions' exact rules compile to more than the budget of %d "
+                        "entries (--max-entries): the switch now holds a superset approximated "
+                        "with alpha %s (%d entries), and %d view(s) re-check every record they "
+                        "receive", budget, format_alpha(held.alpha), held.entries,
+                        len(held.recheck))
+        elif not held.alpha:
+            log.warning("the subscriptions' exact rules fit the budget of %d entries again: "
+                        "the switch holds them exactly (%d entries), no re-check", budget,
+                        held.entries)
+        else:
+            log.warning("approximation changed to alpha %s (%d entries, budget %d), %d view(s) "
+                        "re-checked", format_alpha(held.alpha), held.entries, budget,
+                        len(held.recheck))
 
     def _run_applied(self) -> None:
         ready = [fn for e, fn in self._on_applied if e <= self._applied]
@@ -392,7 +421,9 @@ class DataPath:
         buf, lengths, owner = packed
         self.stats.packets_in += len(lengths) // 4
         logs = [p for p in self.log_ports if only is None or p == only]
-        sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then)
+        checks = self.held.recheck
+        sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then,
+                     {p: checks[p] for p in logs if p in checks})
         self._under_way.append(sent)
         try:
             ingress = LOCAL_INGRESS if local or only is not None else INGRESS_PORT
@@ -444,10 +475,31 @@ class DataPath:
         head = self._under_way.popleft()
         assert head is sent, "the target reported out of send order"
         try:
-            sent.then(self._received(sent, emitted))
+            sent.then(self._exact(sent, self._received(sent, emitted)))
         finally:
             while self._under_way and not isinstance(self._under_way[0], _Sent):
                 self._under_way.popleft()()
+
+    def _exact(self, sent: _Sent, out: Delivered) -> Delivered:
+        """`out` without the records a re-checked view (the switch holding a superset of its
+        filter when `sent` was sent) received that its exact filter rejects."""
+        slots, values = None, {}
+        for port, f in sent.recheck.items():
+            got = out.get(port)
+            if got:
+                if slots is None:  # read once per send, from the frames the switch matched
+                    slots = reframe.slots_of(sent.frames, sent.lengths)
+                kept = recheck(slots, got, f, values)
+                checked = self.stats.rechecked
+                checked[port] = checked.get(port, 0) + len(got)
+                if len(kept) < len(got):
+                    dropped = self.stats.false_positives
+                    dropped[port] = dropped.get(port, 0) + len(got) - len(kept)
+                    if kept:
+                        out[port] = kept
+                    else:
+                        del out[port]
+        return out
 
     def _received(self, sent: _Sent, emitted: Emitted) -> Delivered:
         """What each of `sent.logs` received, from the copies the target emitted."""
