@@ -187,10 +187,21 @@ class Emulation:
             raise EmulationError(f"switch {s} did not start: {(self.work / f'{s}.log').read_text()}")
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # drain what follows
         self.p4rt[s] = address
+        self.program(s)
+
+    def program(self, s: str) -> None:
+        """Make switch `s` hold DIR/switches/s/entries.json (over P4Runtime, the difference to
+        what it holds): as it is on camus's switch, with the fabric control plane on bmv2."""
         entries = json.loads((self.dir / "switches" / s / "entries.json").read_text())
-        with P4RuntimeClient(address, 1, 1, 20.0) as client:
+        if self.bmv2:
+            from controller.fabric_p4 import switch_entries
+
+            config, entries = TargetConfig.from_files(*self._compile_bmv2()), switch_entries(self.topo, s, entries)
+        else:
+            config = TargetConfig.software_switch(self.dir / "switches" / s)
+        with P4RuntimeClient(self.p4rt[s], 1, 1, 20.0) as client:
             client.arbitrate()
-            push(client, TargetConfig.software_switch(self.dir / "switches" / s), entries)
+            push(client, config, entries)
 
     def _compile_bmv2(self) -> tuple[Path, Path]:
         """The fabric program for every switch, compiled once by p4c-bm2-ss."""
@@ -210,9 +221,7 @@ class Emulation:
         return self.bmv2_config
 
     def _serve_bmv2(self, s: str, node) -> None:
-        from controller.fabric_p4 import switch_entries
-
-        info, program = self._compile_bmv2()
+        self._compile_bmv2()
         grpc_port, thrift_port = _free_port(), _free_port()
         cmd = ["simple_switch_grpc", "--device-id", "1", "--no-p4", "--thrift-port", str(thrift_port)]
         for port in self.topo.ports[s]:
@@ -222,22 +231,18 @@ class Emulation:
         cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
         log = open(self.work / f"{s}.log", "w")
         self.procs[s] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        address = f"127.0.0.1:{grpc_port}"
-        entries = switch_entries(self.topo, s, json.loads((self.dir / "switches" / s / "entries.json").read_text()))
+        self.p4rt[s] = f"127.0.0.1:{grpc_port}"
         deadline = time.monotonic() + 60
         while True:
             if self.procs[s].poll() is not None:
                 raise EmulationError(f"bmv2 for switch {s} exited: {(self.work / f'{s}.log').read_text()[-2000:]}")
             try:
-                with P4RuntimeClient(address, 1, 1, 5.0) as client:
-                    client.arbitrate()
-                    push(client, TargetConfig.from_files(info, program), entries)
+                self.program(s)
                 break
             except (grpc.RpcError, ArbitrationError) as exc:  # not listening yet
                 if time.monotonic() > deadline:
                     raise EmulationError(f"bmv2 for switch {s} did not take its pipeline: {exc}") from None
                 time.sleep(0.5)
-        self.p4rt[s] = address
 
     def push_entries(self, s: str) -> None:
         """Switch `s`, running, to the entries DIR/switches/S/entries.json holds now (a change

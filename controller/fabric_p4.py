@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from compiler.p4 import write_p4
+from compiler.p4 import emit_program, entries_text, p4info_text
 from compiler.p4.fabric import control_plane
 from controller.topology import Topology
 from pipeline import document
@@ -32,16 +32,24 @@ def has_p4(net_dir: str | Path) -> bool:
 
 def write_switches(net_dir: str | Path, only=None) -> list[str]:
     """program.p4, p4info.txtpb, entries.txtpb in every switch directory of `net_dir` (or
-    only those of the switches in `only`); the switches written."""
+    only those of the switches in `only`); the switches written. The program and its P4Info
+    are made once per distinct pipeline.json (one for a whole network)."""
     d = Path(net_dir)
     topo = Topology.from_json(json.loads((d / "network.json").read_text()))
+    made: dict[str, tuple] = {}  # pipeline.json text -> (pipeline, program, P4Info text)
     written = []
     for s in topo.switches:
         if only is not None and s not in only:
             continue
         sd = d / "switches" / s
-        pipeline = document.from_json(json.loads((sd / "pipeline.json").read_text()))
+        text = (sd / "pipeline.json").read_text()
+        if text not in made:
+            pipeline = document.from_json(json.loads(text))
+            made[text] = (pipeline, emit_program(pipeline, fabric=True), p4info_text(pipeline, fabric=True))
+        pipeline, program, p4info = made[text]
         entries = json.loads((sd / "entries.json").read_text())
-        write_p4(pipeline, switch_entries(topo, s, entries), sd, fabric=True)
+        (sd / "program.p4").write_text(program)
+        (sd / "p4info.txtpb").write_text(p4info)
+        (sd / "entries.txtpb").write_text(entries_text(pipeline, switch_entries(topo, s, entries), fabric=True))
         written.append(s)
     return written

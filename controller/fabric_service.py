@@ -11,8 +11,8 @@ broker's own socket. A frame counts as the host's only if it comes from the addr
 host's broker attached with; anything else is dropped and counted.
 
 With an emulation (`camus net serve --mininet`, `controller.emulation.Emulation`), the
-switches are `camus switch serve --fabric` processes in Mininet and the hosts network
-namespaces instead: brokers run on the hosts, send and receive frames on their interfaces
+switches are `camus switch serve --fabric` processes (bmv2 where available) in Mininet
+and the hosts network namespaces instead: brokers run on the hosts, send and receive frames on their interfaces
 (`io=iface:NAME` in their target spec), and every change is pushed over P4Runtime to the
 switches it recompiled (`controller.push`: the device's difference to the new entries).
 This process then carries no frames.
@@ -225,10 +225,11 @@ class FabricService:
         return total
 
     def _push(self, switches: list[str]) -> None:
-        """The emulation's switches `switches` to their new entries, over P4Runtime."""
+        """The emulation's switches `switches` to their new entries, over P4Runtime (camus's
+        switch or bmv2, with its fabric control plane: `Emulation.program`)."""
         self.net.write(self.net_dir, only=switches)
         for s in switches:
-            self.emulation.push_entries(s)
+            self.emulation.program(s)
 
     def topic_number(self, name: str) -> int:
         with self.lock:

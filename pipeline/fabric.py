@@ -23,18 +23,17 @@ HASHED = (("ipv4", "src_addr", 4), ("ipv4", "dst_addr", 4), ("ipv4", "identifica
 def hash_input(frame: bytes) -> bytes:
     """The bytes the program's parser would hand to the hash: the IPv4 fields if it extracted
     an IPv4 header, the UDP ports if it extracted UDP (protocol 17, not a fragment)."""
-    if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+    if len(frame) < 34 or frame[12] != 0x08 or frame[13] != 0x00:
         return b""  # not IPv4, or too short for its header: nothing extracted
-    ip = frame[14:34]
-    out = ip[12:16] + ip[16:20] + ip[4:6]
-    ihl = ip[0] & 0x0F
+    ihl = frame[14] & 0x0F
+    # source and destination address (contiguous at 26..34), then the identification
     if ihl < 5:
-        return out  # the parser accepts without options or UDP
+        return frame[26:34] + frame[18:20]  # the parser accepts without options or UDP
     udp = 14 + 4 * ihl
-    whole = ip[9] == 17 and (ip[6] & 0x20) == 0 and int.from_bytes(ip[6:8], "big") & 0x1FFF == 0
-    if whole and len(frame) >= udp + 8:
-        out += frame[udp:udp + 4]
-    return out
+    # protocol 17; neither more fragments (flag 0x20) nor a fragment offset (13 bits)
+    if frame[23] == 17 and not frame[20] & 0x3F and not frame[21] and len(frame) >= udp + 8:
+        return frame[26:34] + frame[18:20] + frame[udp:udp + 4]
+    return frame[26:34] + frame[18:20]
 
 
 def up_hash(frame: bytes) -> int:

@@ -32,13 +32,14 @@ from compiler.rules import parse_rules
 from compiler.spec import load_spec
 from controller.network import Fabric, Network
 from controller.subscriptions import parse_subscriptions
-from controller.topology import fat_tree
-from p4rt.p4info import build_p4info, program_p4info
+from controller.topology import fat_tree, parse_graph
+from p4rt.p4info import program_p4info
 from pipeline.fabric import LOGICAL_UP
 from switch.dataplane import load
 from switch.fabric_egress import FabricEgress
 from switch.packet import mold_payload, udp_frame
 from tests.controller.routing_helpers import expected, message, received, subscriptions_text
+from tests.controller.test_network import random_graph
 from tests.p4.p4_grammar import parse as grammar_parse
 from tests.p4.p4_interp import Interpreter
 from tests.p4.p4_structure import problems
@@ -84,18 +85,6 @@ def test_the_fabric_program_needs_a_static_pipelines_bitmaps():
     c = compile_text((ROOT / "p4/itch/itch.p4").read_text(), 'stock == "GOOGL" : fwd(1)\n', name="itch")
     with pytest.raises(ValueError, match="512 bits"):
         emit_program(c.pipeline, fabric=True)
-
-
-def test_p4info_of_the_fabric_program_adds_its_two_tables_and_keeps_every_other_id():
-    c = compile_rules(ITCH, [], static=True)
-    plain, fab = program_p4info(c.pipeline), program_p4info(c.pipeline, fabric=True)
-    ids = {t.preamble.name: t.preamble.id for t in fab.tables} | {a.preamble.name: a.preamble.id for a in fab.actions}
-    assert all(ids[t.preamble.name] == t.preamble.id for t in plain.tables)
-    assert all(ids[a.preamble.name] == a.preamble.id for a in plain.actions)
-    extra = {t.preamble.name for t in fab.tables} - {t.preamble.name for t in plain.tables}
-    assert extra == {"CamusIngress.fabric_port", "CamusIngress.fabric_up_member"}
-    switch = {t.preamble.name for t in build_p4info(c.pipeline, counters=True).tables}
-    assert switch == {t.preamble.name for t in plain.tables}  # the software switch has --fabric instead
 
 
 def test_control_plane_lists_every_port_the_members_and_the_expanded_group():
@@ -210,17 +199,13 @@ def _sorted(deliveries) -> dict:
     return {h: sorted(v) for h, v in out.items()}
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seeds, st.sampled_from(("mr", "tr")), st.sampled_from((1, 100)))
-def test_a_fat_tree_of_fabric_programs_delivers_what_the_software_fabric_delivers(seed, policy, alpha):
-    rng = random.Random(seed)
-    topo = fat_tree(4)
-    hosts = list(topo.hosts)
-    subs = parse_subscriptions(subscriptions_text(rng, hosts, rng.randint(1, 8)), ITCH, set(hosts))
-    net = Network(ITCH, topo, subs, policy, alpha)
+def _same_network_behaviour(net: Network, rng: random.Random, packets: int) -> None:
+    """Every packet from a random host: the same copies at every host from the programs as
+    from the software fabric, exactly what the subscriptions ask for, the same link counts."""
+    hosts = list(net.topo.hosts)
     software, p4 = Fabric.of(net, impl="python"), _program_fabric(net)
     wants = {h: net.routing.wants(h) for h in hosts}
-    for i in range(6):
+    for i in range(packets):
         sender = rng.choice(hosts)
         msgs = [message(rng) for _ in range(rng.randint(1, SLOTS))]
         frame = _itch_frame(rng, 1000 * i + 1, msgs)
@@ -228,6 +213,28 @@ def test_a_fat_tree_of_fabric_programs_delivers_what_the_software_fabric_deliver
         assert _sorted(got) == _sorted(software.inject(sender, frame)), f"packet {i} from {sender}"
         assert received(got) == expected(wants, sender, 1000 * i + 1, msgs)
     assert p4.links == software.links  # the same up ports taken, packet for packet
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seeds, st.sampled_from(("mr", "tr")), st.sampled_from((1, 100)))
+def test_a_fat_tree_of_fabric_programs_delivers_what_the_software_fabric_delivers(seed, policy, alpha):
+    rng = random.Random(seed)
+    topo = fat_tree(4)
+    hosts = list(topo.hosts)
+    subs = parse_subscriptions(subscriptions_text(rng, hosts, rng.randint(1, 8)), ITCH, set(hosts))
+    _same_network_behaviour(Network(ITCH, topo, subs, policy, alpha), rng, 6)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seeds, st.sampled_from(("mst", "mst++")), st.integers(2, 7))
+def test_a_general_graph_of_fabric_programs_delivers_what_the_software_fabric_delivers(seed, tree, n):
+    """Spanning trees: no up ports, so what the program adds is ingress pruning alone; links
+    off the tree carry nothing."""
+    rng = random.Random(seed)
+    topo = parse_graph(random_graph(rng, n, rng.randint(0, n), rng.randint(2, 6)))
+    hosts = list(topo.hosts)
+    subs = parse_subscriptions(subscriptions_text(rng, hosts, rng.randint(1, 8)), ITCH, set(hosts))
+    _same_network_behaviour(Network(ITCH, topo, subs, "tr", 1, tree), rng, 6)
 
 
 def test_net_compile_p4_writes_each_switchs_program_and_p4runtime_entries(tmp_path):
