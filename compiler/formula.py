@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 
 from compiler import intervals as iv
 from compiler.ast import And, Atom, Const, Filter, Not, Or, atoms
@@ -101,6 +103,8 @@ class Formulas:
         self._text: dict[int, str] = {}  # made on demand (see text)
         self.fields: list[int] = []  # bit k: the node tests stage k
         self.expansions: dict[int, list[tuple[int, int, int]]] = {}
+        self._parts: dict[tuple[int, int], tuple] = {}
+        self._rest: dict[tuple[int, int], int] = {}
 
     # --- building --------------------------------------------------------------------
 
@@ -128,12 +132,16 @@ class Formulas:
             return TRUE
         return self._node("L", (k, s), 1 << k)
 
-    def junction(self, is_and: bool, children: Iterable[int]) -> int:
-        """The simplified `and` (or `or`) of `children`."""
+    def junction(self, is_and: bool, children: Iterable[int], base: tuple | None = None) -> int:
+        """The simplified `and` (or `or`) of `children`. `base`, if given, is (kids,
+        {stage: (S, literal)}) of children already simplified together (the part of a
+        junction a substitution leaves alone, see `parts`): taken as they are, not re-added
+        one by one."""
         absorbing, neutral = (FALSE, TRUE) if is_and else (TRUE, FALSE)
         kind = "A" if is_and else "O"
         merge = iv.intersect if is_and else iv.union
-        rest: set[int] = set()
+        rest: set[int] = set(base[0]) if base else set()
+        base_lits: dict = base[1] if base else {}
         lits: dict[int, iv.IntervalSet] = {}
 
         def add(c: int) -> bool:  # False: the junction is `absorbing`
@@ -144,7 +152,14 @@ class Formulas:
             ck = self.kind[c]
             if ck == "L":
                 k, s = self.arg[c]
-                lits[k] = merge(lits[k], s) if k in lits else s
+                if k in lits:
+                    lits[k] = merge(lits[k], s)
+                elif k in base_lits:  # replaces the base's literal on that field
+                    s0, lit = base_lits[k]
+                    rest.discard(lit)
+                    lits[k] = merge(s0, s)
+                else:
+                    lits[k] = s
             elif ck == kind:  # flatten: its children are simplified already
                 for g in self.arg[c]:
                     add(g)
@@ -166,10 +181,7 @@ class Formulas:
         if len(rest) == 1:
             return rest.pop()
         kids = tuple(sorted(rest))
-        fields, masks = 0, self.fields
-        for c in kids:
-            fields |= masks[c]
-        return self._node(kind, kids, fields)
+        return self._node(kind, kids, reduce(or_, map(self.fields.__getitem__, kids)))
 
     def _node(self, kind: str, arg, fields: int) -> int:
         key = (kind, arg)
@@ -251,13 +263,49 @@ class Formulas:
             return n
         r = memo.get(n)
         if r is None:
-            if self.kind[n] == "L":
-                r = TRUE if any(lo <= x <= hi for lo, hi in self.arg[n][1]) else FALSE
+            kind = self.kind[n]
+            if kind == "L":
+                r = FALSE
+                for lo, hi in self.arg[n][1]:
+                    if lo <= x <= hi:
+                        r = TRUE
+                        break
             else:
-                r = self.junction(self.kind[n] == "A",
-                                  [self.restrict(c, k, x, memo) for c in self.arg[n]])
+                absorbing, neutral = (FALSE, TRUE) if kind == "A" else (TRUE, FALSE)
+                untouched, touched = self.parts(n, k)
+                subs = []
+                for c in touched:
+                    t = self.restrict(c, k, x, memo)
+                    if t == absorbing:
+                        r = absorbing
+                        break
+                    if t != neutral:
+                        subs.append(t)
+                else:  # (the untouched part alone, the usual case of a clause, is remembered)
+                    r = self.junction(kind == "A", subs, untouched) if subs else \
+                        self.rest_of(n, k)
             memo[n] = r
         return r
+
+    def rest_of(self, n: int, k: int) -> int:
+        """Junction `n` with its children that test field k left out."""
+        r = self._rest.get((n, k))
+        if r is None:
+            r = self._rest[n, k] = self.junction(self.kind[n] == "A", (), self.parts(n, k)[0])
+        return r
+
+    def parts(self, n: int, k: int) -> tuple[tuple, tuple[int, ...]]:
+        """Junction `n`'s children that do not test field k, as `junction`'s `base`, and
+        those that do: substituting a value for k re-simplifies only the latter (an `and`
+        of hundreds of clauses has a few on each field)."""
+        got = self._parts.get((n, k))
+        if got is None:
+            masks, kind, arg = self.fields, self.kind, self.arg
+            kids = [c for c in arg[n] if not masks[c] >> k & 1]
+            lits = {arg[c][0]: (arg[c][1], c) for c in kids if kind[c] == "L"}
+            got = self._parts[n, k] = ((kids, lits),
+                                       tuple(c for c in arg[n] if masks[c] >> k & 1))
+        return got
 
 
 def diagram_size(f: Filter, order: Sequence[QueryField], limit: int) -> int:
