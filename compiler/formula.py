@@ -311,18 +311,30 @@ class Formulas:
 def diagram_size(f: Filter, order: Sequence[QueryField], limit: int) -> int:
     """How many distinct residual formulas (states) expanding `f` alone in `order` makes,
     counting no further than just past `limit`."""
+    return _expand_alone(f, order, limit)[0]
+
+
+def own_size(f: Filter, order: Sequence[QueryField]) -> tuple[int, int]:
+    """(states, entries) of `f`'s own diagram in `order`, about: every residual formula a
+    state, every interval of its split an entry (up to MAX_FORMULA_STATES states)."""
+    return _expand_alone(f, order, MAX_FORMULA_STATES)
+
+
+def _expand_alone(f: Filter, order: Sequence[QueryField], limit: int) -> tuple[int, int]:
     forms = Formulas(order)
     root = forms.of_filter(f)
     if root < 0:
-        return 0
-    seen, todo = {root}, [root]
+        return 0, 0
+    seen, todo, entries = {root}, [root], 0
     while todo and len(seen) <= limit:
         n = todo.pop()
-        for _, _, r in forms.expand(n):
+        split = forms.expand(n)
+        entries += len(split)
+        for _, _, r in split:
             if r >= 0 and r not in seen:
                 seen.add(r)
                 todo.append(r)
-    return len(seen)
+    return len(seen), entries
 
 
 def own_order(f: Filter) -> list[QueryField]:
