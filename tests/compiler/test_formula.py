@@ -218,3 +218,33 @@ def test_the_size_estimate_counts_a_wide_filter_by_its_own_diagram(kafka):
         compile_rules(kafka, rules, max_entries=10)
     estimated = int(re.search(r"about ([\d,]+) entries", str(err.value))[1].replace(",", ""))
     assert estimated <= 10 * entries
+
+
+def deep_filter(rng: random.Random, gens, depth: int) -> str:
+    """A random filter nested up to `depth` levels: and/or of 2-4 parts, not, atoms."""
+    r = rng.random()
+    if depth > 0 and r < 0.6:
+        op = rng.choice(("and", "or"))
+        return "(" + f" {op} ".join(deep_filter(rng, gens, depth - 1)
+                                    for _ in range(rng.randint(2, 4))) + ")"
+    if depth > 0 and r < 0.7:
+        return "not " + deep_filter(rng, gens, depth - 1)
+    return random_filter(rng, gens, 3)
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), depth=st.integers(2, 6))
+def test_deeply_nested_formulas_against_the_evaluator(monkeypatch, seed, depth):
+    """Every non-atom filter through the formula path, nested deeper than the shared
+    generator goes, on values at and beside every constant."""
+    rng = random.Random(seed)
+    spec, gens = random_spec(rng, rng.randint(2, 4))
+    text = "\n".join(f"{deep_filter(rng, gens, depth)} : fwd({p})" for p in range(1, 4))
+    rules = parse_rules(text, spec)
+    monkeypatch.setattr(formula, "FORMULA_AT", 0)
+    c = compile_rules(spec, rules)
+    tables = c.tables()
+    for _ in range(300):
+        msg = random_message(rng, gens)
+        assert tables.ports(c.application, msg) == evaluate(rules, msg), (seed, msg)
