@@ -11,15 +11,19 @@ simplified under those values is the residual to decide at the later fields.
 
 Formulas are hash-consed (`Formulas`): negation is pushed onto atoms (interval complement),
 nested `and`s and `or`s are flattened, atoms on one field within one junction are merged into
-one interval set, and children are ordered by their canonical text, so equal residuals
-written alike are one node and lead to one state. A residual that has become a plain
-conjunction (one interval set per field) goes back to the builder's conjunction residuals,
-where the usual per-port merging applies.
+one interval set, and a junction is keyed by the set of its children, so equal residuals
+written alike are one node and lead to one state (a node's text, which names the states it
+is in, orders children by their texts: it does not depend on the order nodes were made in).
+In a state, an `or` residual is one residual per disjunct, and a residual that has become a
+plain conjunction (one interval set per field) is the builder's conjunction residual, so the
+usual per-port merging of one-field residuals applies to them as to a normal form's.
 
 Which path a filter takes depends on its shape alone (`normalize.size_bound`, no expansion):
 past FORMULA_AT alternatives, the formula path. The diagram reduces to the same function
-either way (the reduced diagram is canonical); only the texts that name states, and so the
-state ids, differ (`tests/compiler/test_formula.py` checks both).
+either way, with the same tests and as many entries; the texts that name states, and so the
+state ids, may differ (`tests/compiler/test_formula.py`). A wide filter's size is known before
+the compile pays it: its own diagram is expanded when it is parsed (`check`) and when the size
+is estimated (`own_size`), and the build stops past MAX_FORMULA_STATES residuals per filter.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from operator import or_
 from compiler import intervals as iv
 from compiler.ast import And, Atom, Const, Filter, Not, Or, atoms
 from compiler.errors import RuleError
-from compiler.normalize import MAX_DISJUNCTS, Conjunction, _atoms_conjunction, _dnf, size_bound
+from compiler.normalize import MAX_DISJUNCTS, Conjunction, dnf, plain_conjunction, size_bound
 from compiler.spec import QueryField
 
 # A filter whose normal form may have more alternatives than this is compiled as a formula.
@@ -55,8 +59,8 @@ class Wide:
     line: int | None = None
 
     def sizing(self) -> list[Conjunction]:
-        """One single-field conjunction per atom: what the field order heuristic and the
-        size estimate see of the filter (its cut points; not an upper bound of its size)."""
+        """One single-field conjunction per atom: what the field order heuristic sees of
+        the filter (its cut points)."""
         out = []
         for a in atoms(self.filter):
             s = iv.of_atom(a)
@@ -72,13 +76,12 @@ def wide(f: Filter) -> bool:
 
 def conjunctions(f: Filter, line: int | None = None) -> list:
     """`normalize.dnf(f)`, or [Wide(f)] for a filter too wide for it."""
-    if type(f) is And:  # the most common filter: straight to its conjunction
-        conj = _atoms_conjunction(f.items)
-        if conj is not None:
-            return conj
+    conj = plain_conjunction(f)  # the most common filter, first and fast
+    if conj is not None:
+        return conj
     if wide(f):
         return [Wide(f, line)]
-    return _dnf(f, False, line)
+    return dnf(f, line)
 
 
 def sizing(items: Iterable) -> Iterable[Conjunction]:
