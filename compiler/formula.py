@@ -20,8 +20,10 @@ usual per-port merging of one-field residuals applies to them as to a normal for
 
 Which path a filter takes depends on its shape alone (`normalize.size_bound`, no expansion):
 past FORMULA_AT alternatives, the formula path. The diagram reduces to the same function
-either way, with the same tests and as many entries; the texts that name states, and so the
-state ids, may differ (`tests/compiler/test_formula.py`). A wide filter's size is known before
+either way, with the same tests and as many entries, but for the start state, which is never
+bypassed and may test a field that decides nothing in one path only (a random rule set in a
+few hundred); the texts that name states, and so the state ids, may differ
+(`tests/compiler/test_formula.py`). A wide filter's size is known before
 the compile pays it: its own diagram is expanded when it is parsed (`check`) and when the size
 is estimated (`own_size`), and the build stops past MAX_FORMULA_STATES residuals per filter.
 """
