@@ -13,6 +13,7 @@ from pathlib import Path
 from compiler import diagram, estimate, exact_only, lanes as lanes_mod, lowering, order, tables
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import CamusError
+from compiler import formula
 from compiler.formula import Wide, conjunctions as normal_form, sizing
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
@@ -138,7 +139,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                                   on_estimate, started)
     predicted = None
     if max_entries or on_estimate:
-        predicted = estimate.estimate(list(sizing(c for c, _ in items)), fields)
+        predicted = _estimate([c for c, _ in items], fields)
         if on_estimate:
             on_estimate(predicted)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
@@ -306,20 +307,39 @@ def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | N
     with deep_recursion():
         items = [(conj, r.ports) for r in rules for conj in normal_form(r.filter, r.line)]
         fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
-        predicted = estimate.estimate(list(sizing(c for c, _ in items)), fields)
+        predicted = _estimate([c for c, _ in items], fields)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
             raise _too_large(items, rules, fields, max_entries, predicted)
         return predicted
 
 
+def _estimate(conjs: list, fields) -> estimate.Estimate:
+    """`estimate.estimate` of the conjunctions, plus each wide filter's own diagram in this
+    field order (`formula.own_size`): the estimate multiplies the intervals of every field a
+    filter's atoms test, which for a formula whose residuals collapse is millions of
+    entries where the diagram has dozens."""
+    wide = [c for c in conjs if type(c) is Wide]
+    if not wide:
+        return estimate.estimate(conjs, fields)
+    est = estimate.estimate([c for c in conjs if type(c) is not Wide], fields)
+    for w in wide:
+        states, entries = formula.own_size(w.filter, fields)
+        est.entries += entries
+        est.states += states
+        est.splits += states
+    return est
+
+
 def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                predicted: estimate.Estimate) -> TooLarge:
-    conjs, lines = [], []  # a wide filter's atoms each count as one, as in the estimate
+    conjs, lines = [], []  # a wide filter's atoms each count as one (who uses a field)
     for r in rules:
         for c in sizing(normal_form(r.filter, r.line)):
             conjs.append(c)
             lines.append(r.line)
-    others = estimate.alternatives(conjs, fields)
+    items_conjs = [c for c, _ in items]
+    others = sorted((_estimate(items_conjs, e.order) for e in estimate.alternatives(
+        [c for c in items_conjs if type(c) is not Wide], fields)), key=lambda e: e.entries)
     return TooLarge(estimate.explain(predicted, max_entries, conjs, lines, others,
                                      _alpha_that_fits(rules, fields, max_entries)))
 
@@ -331,9 +351,8 @@ def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimat
     from compiler.approximate import approximate_rules
 
     for alpha in (10, 100, 1000, 10_000, 100_000, 1_000_000):
-        approx = list(sizing(c for r in approximate_rules(list(rules), alpha)
-                             for c in normal_form(r.filter, r.line)))
-        guess = estimate.estimate(approx, fields)
+        guess = _estimate([c for r in approximate_rules(list(rules), alpha)
+                           for c in normal_form(r.filter, r.line)], fields)
         if guess.entries <= max_entries:
             guess.alpha = alpha
             return guess

@@ -11,26 +11,34 @@ simplified under those values is the residual to decide at the later fields.
 
 Formulas are hash-consed (`Formulas`): negation is pushed onto atoms (interval complement),
 nested `and`s and `or`s are flattened, atoms on one field within one junction are merged into
-one interval set, and children are ordered by their canonical text, so equal residuals
-written alike are one node and lead to one state. A residual that has become a plain
-conjunction (one interval set per field) goes back to the builder's conjunction residuals,
-where the usual per-port merging applies.
+one interval set, and a junction is keyed by the set of its children, so equal residuals
+written alike are one node and lead to one state (a node's text, which names the states it
+is in, orders children by their texts: it does not depend on the order nodes were made in).
+In a state, an `or` residual is one residual per disjunct, and a residual that has become a
+plain conjunction (one interval set per field) is the builder's conjunction residual, so the
+usual per-port merging of one-field residuals applies to them as to a normal form's.
 
 Which path a filter takes depends on its shape alone (`normalize.size_bound`, no expansion):
 past FORMULA_AT alternatives, the formula path. The diagram reduces to the same function
-either way (the reduced diagram is canonical); only the texts that name states, and so the
-state ids, differ (`tests/compiler/test_formula.py` checks both).
+either way, with the same tests and as many entries, but for the start state, which is never
+bypassed and may test a field that decides nothing in one path only (a random rule set in a
+few hundred); the texts that name states, and so the state ids, may differ
+(`tests/compiler/test_formula.py`). A wide filter's size is known before
+the compile pays it: its own diagram is expanded when it is parsed (`check`) and when the size
+is estimated (`own_size`), and the build stops past MAX_FORMULA_STATES residuals per filter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 
 from compiler import intervals as iv
 from compiler.ast import And, Atom, Const, Filter, Not, Or, atoms
 from compiler.errors import RuleError
-from compiler.normalize import MAX_DISJUNCTS, Conjunction, _atoms_conjunction, _dnf, size_bound
+from compiler.normalize import MAX_DISJUNCTS, Conjunction, dnf, plain_conjunction, size_bound
 from compiler.spec import QueryField
 
 # A filter whose normal form may have more alternatives than this is compiled as a formula.
@@ -53,8 +61,8 @@ class Wide:
     line: int | None = None
 
     def sizing(self) -> list[Conjunction]:
-        """One single-field conjunction per atom: what the field order heuristic and the
-        size estimate see of the filter (its cut points; not an upper bound of its size)."""
+        """One single-field conjunction per atom: what the field order heuristic sees of
+        the filter (its cut points)."""
         out = []
         for a in atoms(self.filter):
             s = iv.of_atom(a)
@@ -70,13 +78,12 @@ def wide(f: Filter) -> bool:
 
 def conjunctions(f: Filter, line: int | None = None) -> list:
     """`normalize.dnf(f)`, or [Wide(f)] for a filter too wide for it."""
-    if type(f) is And:  # the most common filter: straight to its conjunction
-        conj = _atoms_conjunction(f.items)
-        if conj is not None:
-            return conj
+    conj = plain_conjunction(f)  # the most common filter, first and fast
+    if conj is not None:
+        return conj
     if wide(f):
         return [Wide(f, line)]
-    return _dnf(f, False, line)
+    return dnf(f, line)
 
 
 def sizing(items: Iterable) -> Iterable[Conjunction]:
@@ -101,6 +108,8 @@ class Formulas:
         self._text: dict[int, str] = {}  # made on demand (see text)
         self.fields: list[int] = []  # bit k: the node tests stage k
         self.expansions: dict[int, list[tuple[int, int, int]]] = {}
+        self._parts: dict[tuple[int, int], tuple] = {}
+        self._rest: dict[tuple[int, int], int] = {}
 
     # --- building --------------------------------------------------------------------
 
@@ -128,12 +137,16 @@ class Formulas:
             return TRUE
         return self._node("L", (k, s), 1 << k)
 
-    def junction(self, is_and: bool, children: Iterable[int]) -> int:
-        """The simplified `and` (or `or`) of `children`."""
+    def junction(self, is_and: bool, children: Iterable[int], base: tuple | None = None) -> int:
+        """The simplified `and` (or `or`) of `children`. `base`, if given, is (kids,
+        {stage: (S, literal)}) of children already simplified together (the part of a
+        junction a substitution leaves alone, see `parts`): taken as they are, not re-added
+        one by one."""
         absorbing, neutral = (FALSE, TRUE) if is_and else (TRUE, FALSE)
         kind = "A" if is_and else "O"
         merge = iv.intersect if is_and else iv.union
-        rest: set[int] = set()
+        rest: set[int] = set(base[0]) if base else set()
+        base_lits: dict = base[1] if base else {}
         lits: dict[int, iv.IntervalSet] = {}
 
         def add(c: int) -> bool:  # False: the junction is `absorbing`
@@ -144,7 +157,14 @@ class Formulas:
             ck = self.kind[c]
             if ck == "L":
                 k, s = self.arg[c]
-                lits[k] = merge(lits[k], s) if k in lits else s
+                if k in lits:
+                    lits[k] = merge(lits[k], s)
+                elif k in base_lits:  # replaces the base's literal on that field
+                    s0, lit = base_lits[k]
+                    rest.discard(lit)
+                    lits[k] = merge(s0, s)
+                else:
+                    lits[k] = s
             elif ck == kind:  # flatten: its children are simplified already
                 for g in self.arg[c]:
                     add(g)
@@ -166,10 +186,7 @@ class Formulas:
         if len(rest) == 1:
             return rest.pop()
         kids = tuple(sorted(rest))
-        fields, masks = 0, self.fields
-        for c in kids:
-            fields |= masks[c]
-        return self._node(kind, kids, fields)
+        return self._node(kind, kids, reduce(or_, map(self.fields.__getitem__, kids)))
 
     def _node(self, kind: str, arg, fields: int) -> int:
         key = (kind, arg)
@@ -251,30 +268,78 @@ class Formulas:
             return n
         r = memo.get(n)
         if r is None:
-            if self.kind[n] == "L":
-                r = TRUE if any(lo <= x <= hi for lo, hi in self.arg[n][1]) else FALSE
+            kind = self.kind[n]
+            if kind == "L":
+                r = FALSE
+                for lo, hi in self.arg[n][1]:
+                    if lo <= x <= hi:
+                        r = TRUE
+                        break
             else:
-                r = self.junction(self.kind[n] == "A",
-                                  [self.restrict(c, k, x, memo) for c in self.arg[n]])
+                absorbing, neutral = (FALSE, TRUE) if kind == "A" else (TRUE, FALSE)
+                untouched, touched = self.parts(n, k)
+                subs = []
+                for c in touched:
+                    t = self.restrict(c, k, x, memo)
+                    if t == absorbing:
+                        r = absorbing
+                        break
+                    if t != neutral:
+                        subs.append(t)
+                else:  # (the untouched part alone, the usual case of a clause, is remembered)
+                    r = self.junction(kind == "A", subs, untouched) if subs else \
+                        self.rest_of(n, k)
             memo[n] = r
         return r
+
+    def rest_of(self, n: int, k: int) -> int:
+        """Junction `n` with its children that test field k left out."""
+        r = self._rest.get((n, k))
+        if r is None:
+            r = self._rest[n, k] = self.junction(self.kind[n] == "A", (), self.parts(n, k)[0])
+        return r
+
+    def parts(self, n: int, k: int) -> tuple[tuple, tuple[int, ...]]:
+        """Junction `n`'s children that do not test field k, as `junction`'s `base`, and
+        those that do: substituting a value for k re-simplifies only the latter (an `and`
+        of hundreds of clauses has a few on each field)."""
+        got = self._parts.get((n, k))
+        if got is None:
+            masks, kind, arg = self.fields, self.kind, self.arg
+            kids = [c for c in arg[n] if not masks[c] >> k & 1]
+            lits = {arg[c][0]: (arg[c][1], c) for c in kids if kind[c] == "L"}
+            got = self._parts[n, k] = ((kids, lits),
+                                       tuple(c for c in arg[n] if masks[c] >> k & 1))
+        return got
 
 
 def diagram_size(f: Filter, order: Sequence[QueryField], limit: int) -> int:
     """How many distinct residual formulas (states) expanding `f` alone in `order` makes,
     counting no further than just past `limit`."""
+    return _expand_alone(f, order, limit)[0]
+
+
+def own_size(f: Filter, order: Sequence[QueryField]) -> tuple[int, int]:
+    """(states, entries) of `f`'s own diagram in `order`, about: every residual formula a
+    state, every interval of its split an entry (up to MAX_FORMULA_STATES states)."""
+    return _expand_alone(f, order, MAX_FORMULA_STATES)
+
+
+def _expand_alone(f: Filter, order: Sequence[QueryField], limit: int) -> tuple[int, int]:
     forms = Formulas(order)
     root = forms.of_filter(f)
     if root < 0:
-        return 0
-    seen, todo = {root}, [root]
+        return 0, 0
+    seen, todo, entries = {root}, [root], 0
     while todo and len(seen) <= limit:
         n = todo.pop()
-        for _, _, r in forms.expand(n):
+        split = forms.expand(n)
+        entries += len(split)
+        for _, _, r in split:
             if r >= 0 and r not in seen:
                 seen.add(r)
                 todo.append(r)
-    return len(seen)
+    return len(seen), entries
 
 
 def own_order(f: Filter) -> list[QueryField]:
