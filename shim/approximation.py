@@ -77,6 +77,7 @@ class Budget:
         self.filters: dict[int, Filter] = {}  # endpoint -> its exact filter (for the edge)
         self.alpha: dict[str, int] = {}
         self.count = 0  # the entries the compiler holds
+        self._said_over = False  # the warning that nothing brings them under the budget
         self._fields = Incremental(spec, [], static=True).fields  # static: the spec's order
 
     def change(self, compiler: Incremental, subs: Mapping[int, Subscription | None]
@@ -106,7 +107,12 @@ class Budget:
                               step.delete_groups)
             # Counted from the writes: counting the compiler's entries costs a walk of them all.
             count = self.count + len(step.insert) - len(step.delete)
-            if not self.max_entries or count <= self.max_entries:
+            refit = alpha
+            if self.max_entries and count > self.max_entries:
+                refit = self._fit(exact, alpha)
+                if refit == alpha:  # nothing rounds further: keep the change, over budget
+                    self._over(count, alpha)
+            if refit == alpha:
                 self._keep(exact, alpha, {**{p: r for p, r in self.held.items() if p not in subs},
                                           **held}, count)
                 return compiler, changes, self._state(subs, count)
@@ -114,7 +120,7 @@ class Budget:
             # target holds, and approximate (further) from there.
             compiler.change(removed, added)
             old_doc = compiler.entries()
-            alpha = self._fit(exact, alpha)
+            alpha = refit
         if old_doc is None:
             old_doc = compiler.entries()
         new, count, alpha = self._build(exact, alpha)
@@ -157,10 +163,16 @@ class Budget:
                 break  # nothing left to round
             alpha = refit
         if self.max_entries and count > self.max_entries:
+            self._over(count, alpha)
+        return new, count, alpha
+
+    def _over(self, count: int, alpha: Mapping[str, int]) -> None:
+        """Over the budget with nothing left to round: said once until back under it."""
+        if not self._said_over:
+            self._said_over = True
             log.warning("the subscriptions compile to %d entries with alpha %s, more than the "
                         "budget of %d (--max-entries): no rounding of their numeric bounds "
                         "brings them under", count, format_alpha(alpha), self.max_entries)
-        return new, count, alpha
 
     def _approximated(self, rule: Rule, alpha: Mapping[str, int]) -> Rule:
         return approximate_all([rule], alpha)[0] if alpha else rule
@@ -168,6 +180,8 @@ class Budget:
     def _keep(self, exact: dict[int, Rule], alpha: dict[str, int],
               held: dict[int, Rule], count: int) -> None:
         self.exact, self.alpha, self.held, self.count = exact, alpha, held, count
+        if not self.max_entries or count <= self.max_entries:
+            self._said_over = False
 
     def _state(self, subs: Mapping[int, Subscription | None], count: int) -> Held:
         for p, s in subs.items():
@@ -175,7 +189,8 @@ class Budget:
                 self.filters.pop(p, None)
             else:
                 self.filters[p] = s.filter
-        recheck = {p: self.filters[p] for p, r in self.held.items() if r != self.exact[p]}
+        recheck = {p: self.filters[p] for p, r in self.held.items()
+                   if self.alpha and r != self.exact[p]}
         return Held(dict(self.alpha), recheck, count)
 
 
