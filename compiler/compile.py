@@ -13,7 +13,7 @@ from pathlib import Path
 from compiler import diagram, estimate, exact_only, lowering, order, tables
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import CamusError
-from compiler.normalize import dnf
+from compiler.formula import conjunctions as normal_form, sizing
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
 from pipeline import document, entries as entries_json, interpreter
@@ -27,8 +27,24 @@ class Compiled:
     diagram: diagram.Diagram
     stages: list[Stage]
     pipeline: Pipeline
-    entries: dict  # entries.json
+    # entries.json; or, from the exact-only path, what builds it when first read (`entries`)
+    # and writes it without building it (`write_outputs`: 1M hICN rules need no entry objects)
+    _entries: dict | exact_only.ExactOnly
     stats: dict = field(default_factory=dict)
+
+    @property
+    def entries(self) -> dict:
+        """entries.json as a document."""
+        if not isinstance(self._entries, dict):
+            self._entries = self._entries.document()
+        return self._entries
+
+    def write_entries(self, fh) -> None:
+        """entries.json's text, as `pipeline.entries.write` gives it, onto `fh`."""
+        if isinstance(self._entries, dict):
+            entries_json.write(self._entries, fh)
+        else:
+            self._entries.write(fh)
 
     @property
     def application(self) -> Application:
@@ -94,17 +110,19 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    on_estimate: Callable[[estimate.Estimate], None] | None = None) -> Compiled:
     started = time.perf_counter()
     if fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries, on_estimate):
-        return _emit(spec, rules, len(rules), *fast, static, started)  # 1M hICN rules, fast
+        # 1M hICN rules: entries straight from the values, the diagram built only if read
+        return _emit(spec, rules, len(rules), fast.diagram(), fast.stages, fast.predicted,
+                     static, started, fast)
     items = []
     append = items.append
     for rule in rules:
         ports = rule.ports
-        for conj in dnf(rule.filter, rule.line):
+        for conj in normal_form(rule.filter, rule.line):  # or a wide filter whole
             append((conj, ports))
-    fields = order.choose(spec, (c for c, _ in items), field_order, static)
+    fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
     predicted = None
     if max_entries or on_estimate:
-        predicted = estimate.estimate([c for c, _ in items], fields)
+        predicted = estimate.estimate(list(sizing(c for c, _ in items)), fields)
         if on_estimate:
             on_estimate(predicted)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
@@ -149,27 +167,32 @@ def _within_budget(progress, budget: int, conjunctions: int, refusal):
 
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
           stages: list[Stage], predicted: estimate.Estimate | None, static: bool,
-          started: float) -> Compiled:
-    reachable = d.reachable()
+          started: float, fast: exact_only.ExactOnly | None = None) -> Compiled:
+    # `fast` (the exact-only path) knows its states and, mostly, its entries without `d`.
+    reachable = None if fast else d.reachable()
+    states = fast.states() if fast else len(reachable)
     app = lowering.application(spec, stages)
-    state_width = tables.state_bits(len(reachable), static)
-    entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
-                                  state_width)
+    state_width = tables.state_bits(states, static)
+    if fast is not None and fast.prepare(app.leaf_table, app.multicast_group, state_width):
+        entries_doc, groups, per_table = fast, fast.groups, fast.per_table()
+    else:
+        entries, groups = tables.emit(d, stages, app.leaf_table, reachable or d.reachable(),
+                                      app.multicast_group, state_width)
+        entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
+                       "multicast_groups": groups}
+        per_table = {}
+        for e in entries:
+            per_table[e["table"]] = per_table.get(e["table"], 0) + 1
     ports_width = MAX_PORTS_WIDTH
     if not static:  # a static pipeline has a bit for every port; else up to the highest used
         ports_width = 1 + max((r["port"] for g in groups for r in g["replicas"]), default=0)
     pipeline = lowering.pipeline([app], state_width, ports_width)
-    entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
-                   "multicast_groups": groups}
-    per_table: dict[str, int] = {}
-    for e in entries:
-        per_table[e["table"]] = per_table.get(e["table"], 0) + 1
     stats = {
         "rules": len(rules),
         "conjunctions": conjunctions,
         "fields": [s.field.name for s in stages],
-        "entries": {"total": len(entries), "per_table": per_table},
-        "states": len(reachable),
+        "entries": {"total": sum(per_table.values()), "per_table": per_table},
+        "states": states,
         "state_width": state_width,
         "multicast_groups": len(groups),
         "compile_seconds": round(time.perf_counter() - started, 4),
@@ -185,9 +208,9 @@ def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | N
     go through compile_rules (`--changes`); TooLarge if it is over `max_entries` for a rule
     set of TRUST_ESTIMATE_AT conjunctions or more (smaller ones: see `_compile_rules`)."""
     with deep_recursion():
-        items = [(conj, r.ports) for r in rules for conj in dnf(r.filter, r.line)]
-        fields = order.choose(spec, (c for c, _ in items), field_order, static)
-        predicted = estimate.estimate([c for c, _ in items], fields)
+        items = [(conj, r.ports) for r in rules for conj in normal_form(r.filter, r.line)]
+        fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
+        predicted = estimate.estimate(list(sizing(c for c, _ in items)), fields)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
             raise _too_large(items, rules, fields, max_entries, predicted)
         return predicted
@@ -195,10 +218,13 @@ def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | N
 
 def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                predicted: estimate.Estimate) -> TooLarge:
-    conjunctions = [c for c, _ in items]
-    lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
-    others = estimate.alternatives(conjunctions, fields)
-    return TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others,
+    conjs, lines = [], []  # a wide filter's atoms each count as one, as in the estimate
+    for r in rules:
+        for c in sizing(normal_form(r.filter, r.line)):
+            conjs.append(c)
+            lines.append(r.line)
+    others = estimate.alternatives(conjs, fields)
+    return TooLarge(estimate.explain(predicted, max_entries, conjs, lines, others,
                                      _alpha_that_fits(rules, fields, max_entries)))
 
 
@@ -209,7 +235,8 @@ def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimat
     from compiler.approximate import approximate_rules
 
     for alpha in (10, 100, 1000, 10_000, 100_000, 1_000_000):
-        approx = [c for r in approximate_rules(list(rules), alpha) for c in dnf(r.filter, r.line)]
+        approx = list(sizing(c for r in approximate_rules(list(rules), alpha)
+                             for c in normal_form(r.filter, r.line)))
         guess = estimate.estimate(approx, fields)
         if guess.entries <= max_entries:
             guess.alpha = alpha
@@ -268,5 +295,5 @@ def write_outputs(c: Compiled, out: str | Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "pipeline.json").write_text(document.dumps(c.pipeline))
     with open(out / "entries.json", "w") as fh:
-        entries_json.write(c.entries, fh)
+        c.write_entries(fh)
     (out / "stats.json").write_text(json.dumps(c.stats, indent=2) + "\n")

@@ -103,8 +103,7 @@ class Budget:
             held = {p: self._approximated(exact[p], alpha) for p in subs if p in exact}
             added, removed = list(held.values()), [self.held[p] for p in subs if p in self.held]
             step = compiler.change(added, removed)
-            changes = Changes(step.delete, step.insert, step.modify, step.set_groups,
-                              step.delete_groups)
+            changes: Changes = step
             # Counted from the writes: counting the compiler's entries costs a walk of them all.
             count = self.count + len(step.insert) - len(step.delete)
             refit = alpha

@@ -58,12 +58,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from compiler.ast import Const, Filter
+from compiler.ast import Const, Filter, Rule
 from compiler.compile import no_cyclic_gc
 from compiler.estimate import DEFAULT_MAX_ENTRIES
 from compiler.incremental import Incremental
 from controller.diff import Changes
-from controller.target import Emitted, Target, TargetError
+from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError
 from shim import reframe
 from shim.approximation import Budget, Held, format_alpha, recheck
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
@@ -71,7 +71,7 @@ from shim.schema import SLOTS, Schema
 from shim.subscriptions import Subscription, kafka_spec
 
 log = logging.getLogger("camus.datapath")
-INGRESS_PORT = 0
+MAX_SENDERS = 1024  # reassemblers kept for records from the network, one per sending host
 
 Delivered = dict[int, list[tuple[int, Record]]]  # log endpoint -> [(offset, record)]
 
@@ -84,6 +84,8 @@ class Stats:
     packets_out: dict[int, int] = field(default_factory=dict)  # port -> packets it received
     syncs: int = 0
     writes: int = 0  # entry and group writes, summed over syncs
+    arrived: int = 0  # records that came from the network (a fabric target)
+    arrived_by_reference: int = 0  # by-reference packets from the network: not recoverable
     # The edge's exact re-check while the switch holds an approximation (shim.approximation):
     rechecked: dict[int, int] = field(default_factory=dict)  # view port -> records re-checked
     false_positives: dict[int, int] = field(default_factory=dict)  # view port -> records dropped
@@ -113,6 +115,7 @@ class _Prepared:
     commit: Callable[[], None] | None  # None: the target could not stage; reload it
     subs: dict[int, Subscription | None]  # the endpoints it changed, as they are now
     held: Held  # α and the endpoints re-checked at the edge, once committed
+    rules: list[Rule] = field(default_factory=list)  # every endpoint's exact rule after it
 
 
 class DataPath:
@@ -253,7 +256,7 @@ class DataPath:
                 commit = self.target.stage(self.pipeline, self.compiler.entries, changes)
             except TargetError:
                 commit = None  # the commit reloads
-        return _Prepared(changes, commit, subs, held)
+        return _Prepared(changes, commit, subs, held, list(self.budget.exact.values()))
 
     def _compiled(self, subs: dict[int, Subscription | None], epoch: int, future) -> None:
         self._compiling = False
@@ -299,6 +302,7 @@ class DataPath:
                 self._topics[sub.topic_id] += 1
         self.topics_wanted = set(self._topics)
         self._held(prepared.held)
+        self.target.subscribed(prepared.rules)
         self._applied = epoch
         self._dirty = epoch != self._epoch
         self._run_applied()
@@ -349,7 +353,7 @@ class DataPath:
         compile of any change not there yet)."""
         if self._dirty:
             self.update()
-        return topic_number in self.topics_wanted
+        return topic_number in self.topics_wanted or self.target.carries(topic_number)
 
     def after(self, fn: Callable[[], None]) -> None:
         """`fn()` once everything sent so far is reported: now, if nothing is under way."""
@@ -360,13 +364,15 @@ class DataPath:
 
     def send(self, topic_number: int, partition: int, schema: Schema | None,
              records: Sequence[Record], then: Callable[[Delivered], None],
-             only: int | None = None, shift: int = 0) -> None:
+             only: int | None = None, shift: int = 0, local: bool = False) -> None:
         """Records of one source partition through the target; `then(delivered)` once it
         has reported (see the module text), {} at once (in turn) if nobody subscribes.
 
         `shift` is added to every record's offset (a batch as the producer numbered it, sent
         before its stored copy was renumbered); `only` keeps what one port receives
-        (replaying a source log into a new view).
+        (replaying a source log into a new view). With `only` or `local` the frames go in on
+        `LOCAL_INGRESS`: a fabric target keeps them to this broker's endpoints (a replay, or
+        records that came from the network, must not go back out).
         """
         if not self.wants(topic_number) or not records:
             return self.after(partial(then, {}))
@@ -388,10 +394,12 @@ class DataPath:
                                           slots[i] if slots else [0] * SLOTS,
                                           reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
             packed = (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)), None)
-        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then)
+        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then,
+                   local)
 
     def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
-                   batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0) -> None:
+                   batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0,
+                   local: bool = False) -> None:
         """`send(..., batch_records(batch), then, shift=shift)` of a produced batch: with the
         extension, a batch whose records were left unbuilt is framed from its records
         section (`reframe.frame_body`) and only the records a view receives are built."""
@@ -404,16 +412,16 @@ class DataPath:
             packed = reframe.frame_body(topic_number, partition, batch, paths, shift)
         if packed is None:
             return self.send(topic_number, partition, schema, batch_records(batch), then,
-                             shift=shift)
+                             shift=shift, local=local)
         *packed, missed = packed
         if schema is not None:
             schema.count_misses(missed)
         self.stats.records_in += batch.record_count
         self._send(packed, partial(batch_records_at, batch), batch.record_count, shift, None,
-                   then)
+                   then, local)
 
     def _send(self, packed, records_at, count: int, shift: int, only: int | None,
-              then: Callable[[Delivered], None]) -> None:
+              then: Callable[[Delivered], None], local: bool = False) -> None:
         """Packed frames (buffer, u32 lengths, u32 record index per frame or None) to the
         target; `records_at(indices)`: the sent records."""
         buf, lengths, owner = packed
@@ -424,11 +432,49 @@ class DataPath:
                      {p: checks[p] for p in logs if p in checks})
         self._under_way.append(sent)
         try:
-            self.target.send(INGRESS_PORT, buf, lengths, sent)
+            ingress = LOCAL_INGRESS if local or only is not None else INGRESS_PORT
+            self.target.send(ingress, buf, lengths, sent)
         except BaseException:
             if sent in self._under_way:  # refused before it was under way: never reported
                 self._under_way.remove(sent)
             raise
+
+    # --- records from the network (a fabric target) --------------------------------------
+
+    def set_arrivals(self, handler: Callable[[list[tuple[int, int, list[reframe.Record]]]], None]
+                     ) -> None:
+        """`handler(runs)` for the records the network delivers to this broker: runs of
+        (topic number, partition, records in arrival order), records reassembled from the
+        frames (their offsets are the sender's, which this broker does not keep)."""
+        self._arrival_handler = handler
+        # One reassembler per sender (the frame's Ethernet source, which a fabric target
+        # sets to its host's): two brokers number one partition's records independently, so
+        # their fragments must not meet under one (topic, partition, offset).
+        self._network_reassemblers: dict[bytes, reframe.Reassembler] = {}
+        self.target.set_arrivals(self._arrived)
+
+    def _arrived(self, frames: list[bytes]) -> None:
+        runs: list[tuple[int, int, list[reframe.Record]]] = []
+        for frame in frames:
+            sender = bytes(frame[6:12])
+            reassembler = self._network_reassemblers.get(sender)
+            if reassembler is None:
+                if len(self._network_reassemblers) >= MAX_SENDERS:  # strangers on a link
+                    del self._network_reassemblers[next(iter(self._network_reassemblers))]
+                reassembler = self._network_reassemblers[sender] = reframe.Reassembler()
+            done = reassembler.push(frame)
+            if done is None:
+                continue
+            topic, partition, _, rec = done
+            if rec is None:  # its record is in the sender's broker, out of reach from here
+                self.stats.arrived_by_reference += 1
+                continue
+            if not runs or runs[-1][:2] != (topic, partition):
+                runs.append((topic, partition, []))
+            runs[-1][2].append(rec)
+            self.stats.arrived += 1
+        if runs:
+            self._arrival_handler(runs)
 
     def _report(self, sent: _Sent, emitted: Emitted) -> None:
         """The target's receiver: what `sent` made it emit, then what waited behind it."""
