@@ -13,18 +13,20 @@ view receives against the view's exact filter with the reference evaluator
 (`DataPath.stats`, the metrics `camus_edge_*`), so a consumer never sees one. Group members'
 ports are not re-checked: Fetch serves members from their topic's or view's log.
 
-While approximating, every change estimates the exact rules again and goes back to them once
-the estimate (an upper bound, so conservative) fits the budget. Going to or back from the
-approximation, or changing α, rebuilds the compiler's state from the rules and writes only
-the difference to the switch (`controller.diff`); each is logged. Changes in between stay
-incremental: an endpoint's rule is approximated with the α in use and handed to the
-incremental compiler like any other, and the entries are counted after it (a change that
-takes them over the budget again re-fits α from the one in use).
+While approximating, a change that removes or replaces an endpoint estimates the exact
+rules again (linear in the rules: about a second for 10,000 endpoints on a loaded machine) and
+goes back to them once the estimate, an upper bound, so a conservative one, fits the budget.
+Going to or back from the approximation, or changing α, rebuilds the compiler's state from
+the rules and writes only the difference to the switch (`controller.diff`); each is logged.
+Changes in between stay incremental: an endpoint's rule is approximated with the α in use
+and handed to the incremental compiler like any other, and the entries are counted from its
+writes (a change that takes them over the budget is undone and α re-fitted from the one in
+use, then the state rebuilt).
 
-Before an incremental change of a large rule set (`TRUST_ESTIMATE_AT` conjunctions or more,
-where the estimate is close to the real size) the exact rules are estimated first, so that a
-change that would blow the diagram up never starts; smaller sets, whose estimate can be far
-too large, are compiled and their real entries counted.
+A change whose new rules alone have enough conjunctions for the estimate to be close
+(`TRUST_ESTIMATE_AT`, as `compile_rules` trusts it) and are estimated over the budget is
+approximated at once, without trying the exact compile that would blow up; smaller rule
+sets, whose estimate can be far too large, are compiled and their real entries counted.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from dataclasses import dataclass
 
 from compiler.ast import Filter, Rule
 from compiler.compile import TRUST_ESTIMATE_AT
+from compiler.estimate import estimate
 from compiler.fit_alpha import alpha_to_fit, approximate_all, size
 from compiler.incremental import Incremental
+from compiler.normalize import dnf
 from compiler.semantics import holds
 from compiler.spec import Spec
 from controller.diff import Changes, diff
@@ -73,6 +77,7 @@ class Budget:
         self.filters: dict[int, Filter] = {}  # endpoint -> its exact filter (for the edge)
         self.alpha: dict[str, int] = {}
         self.count = 0  # the entries the compiler holds
+        self._said_over = False  # the warning that nothing brings them under the budget
         self._fields = Incremental(spec, [], static=True).fields  # static: the spec's order
 
     def change(self, compiler: Incremental, subs: Mapping[int, Subscription | None]
@@ -89,11 +94,10 @@ class Budget:
         old_doc = None
         alpha = self.alpha
         if self.max_entries:
-            fields = self._fields
-            if alpha and size(exact.values(), fields).entries <= self.max_entries:
-                alpha = {}  # the exact rules fit again
-            elif not alpha and _conjunctions(compiler) + len(now) >= TRUST_ESTIMATE_AT \
-                    and size(exact.values(), fields).entries > self.max_entries:
+            if alpha and any(p in self.exact for p in subs) \
+                    and size(exact.values(), self._fields).entries <= self.max_entries:
+                alpha = {}  # an endpoint went or changed, and the exact rules fit again
+            elif not alpha and now and self._too_large([exact[s.port] for s in now]):
                 alpha = self._fit(exact, {})
         if alpha == self.alpha:
             held = {p: self._approximated(exact[p], alpha) for p in subs if p in exact}
@@ -102,7 +106,12 @@ class Budget:
             changes: Changes = step
             # Counted from the writes: counting the compiler's entries costs a walk of them all.
             count = self.count + len(step.insert) - len(step.delete)
-            if not self.max_entries or count <= self.max_entries:
+            refit = alpha
+            if self.max_entries and count > self.max_entries:
+                refit = self._fit(exact, alpha)
+                if refit == alpha:  # nothing rounds further: keep the change, over budget
+                    self._over(count, alpha)
+            if refit == alpha:
                 self._keep(exact, alpha, {**{p: r for p, r in self.held.items() if p not in subs},
                                           **held}, count)
                 return compiler, changes, self._state(subs, count)
@@ -110,7 +119,7 @@ class Budget:
             # target holds, and approximate (further) from there.
             compiler.change(removed, added)
             old_doc = compiler.entries()
-            alpha = self._fit(exact, alpha)
+            alpha = refit
         if old_doc is None:
             old_doc = compiler.entries()
         new, count, alpha = self._build(exact, alpha)
@@ -123,6 +132,14 @@ class Budget:
         compiler = Incremental(self.spec, list(self.held.values()), static=True)
         self.count = _entries(compiler)
         return compiler
+
+    def _too_large(self, rules: list[Rule]) -> bool:
+        """Whether `rules` alone, with enough conjunctions for the estimate to be trusted
+        (`compiler.compile.TRUST_ESTIMATE_AT`), are estimated over the budget: then so is
+        every rule set holding them, and compiling them exactly is not even tried."""
+        conjunctions = [c for r in rules for c in dnf(r.filter, r.line)]
+        return (len(conjunctions) >= TRUST_ESTIMATE_AT
+                and estimate(conjunctions, self._fields).entries > self.max_entries)
 
     def _fit(self, exact: dict[int, Rule], start: Mapping[str, int],
              budget: int | None = None) -> dict[str, int]:
@@ -145,10 +162,16 @@ class Budget:
                 break  # nothing left to round
             alpha = refit
         if self.max_entries and count > self.max_entries:
+            self._over(count, alpha)
+        return new, count, alpha
+
+    def _over(self, count: int, alpha: Mapping[str, int]) -> None:
+        """Over the budget with nothing left to round: said once until back under it."""
+        if not self._said_over:
+            self._said_over = True
             log.warning("the subscriptions compile to %d entries with alpha %s, more than the "
                         "budget of %d (--max-entries): no rounding of their numeric bounds "
                         "brings them under", count, format_alpha(alpha), self.max_entries)
-        return new, count, alpha
 
     def _approximated(self, rule: Rule, alpha: Mapping[str, int]) -> Rule:
         return approximate_all([rule], alpha)[0] if alpha else rule
@@ -156,6 +179,8 @@ class Budget:
     def _keep(self, exact: dict[int, Rule], alpha: dict[str, int],
               held: dict[int, Rule], count: int) -> None:
         self.exact, self.alpha, self.held, self.count = exact, alpha, held, count
+        if not self.max_entries or count <= self.max_entries:
+            self._said_over = False
 
     def _state(self, subs: Mapping[int, Subscription | None], count: int) -> Held:
         for p, s in subs.items():
@@ -163,16 +188,13 @@ class Budget:
                 self.filters.pop(p, None)
             else:
                 self.filters[p] = s.filter
-        recheck = {p: self.filters[p] for p, r in self.held.items() if r != self.exact[p]}
+        recheck = {p: self.filters[p] for p, r in self.held.items()
+                   if self.alpha and r != self.exact[p]}
         return Held(dict(self.alpha), recheck, count)
 
 
 def _entries(compiler: Incremental) -> int:
     return compiler.stats()["entries"]["total"]
-
-
-def _conjunctions(compiler: Incremental) -> int:
-    return sum(len(c) * len(compiler.rules[k]) for k, c in compiler.conjs.items())
 
 
 def format_alpha(alpha: Mapping[str, int]) -> str:

@@ -39,6 +39,12 @@ partitions it was assigned, and stays valid across rebalances), so what their po
 receive is counted per port (`Stats.packets_out`) and not decoded. Topics nobody
 subscribes to skip the target entirely (there is nobody to deliver to); their records are
 still in the source log that plain consumers read.
+
+Past the entry budget (`max_entries`, `camus serve --max-entries`) the compiler is given
+approximated rules, a superset of each endpoint's (`shim.approximation.Budget`); each send
+then carries the exact filters of the views whose rule on the target is approximated, and
+what those views received is re-checked against them (`_exact`) before `then` sees it, the
+false positives dropped and counted (`Stats.rechecked`, `Stats.false_positives`).
 """
 
 from __future__ import annotations

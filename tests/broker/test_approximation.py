@@ -140,3 +140,16 @@ def test_views_over_the_budget_get_exactly_their_records(camus_server):
     more = holds(f, dict(zip(SLOT_NAMES, [9_999, 0])))
     got = consume(server.bootstrap, first, len(expected[first]) + 2, timeout=5)
     assert len(got) == len(expected[first]) + more
+
+
+def test_a_negative_budget_is_refused_in_one_line():
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    done = subprocess.run([sys.executable, "-m", "camus.cli", "serve", "--listen", "127.0.0.1:0",
+                           "--max-entries", "-1"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "camus serve: --max-entries -1: expected 0 (no budget) or more"

@@ -146,3 +146,45 @@ def test_recheck_reads_the_slots_the_frames_carry():
     items = [(r.offset, r) for r in recs]
     assert [o for o, _ in recheck(slots, items, f, {})] == [5, 8]
     assert recheck(slots, items, Const(True), {}) == items
+
+
+def test_a_change_estimated_over_the_budget_is_never_compiled_exactly(monkeypatch):
+    """New rules with enough conjunctions for the estimate to be trusted (the threshold
+    lowered here from 10,000 to 5) and estimated over the budget go to the approximation at
+    once: the compiler is never handed their exact form (the compile that could blow up)."""
+    import shim.approximation as approximation
+
+    monkeypatch.setattr(approximation, "TRUST_ESTIMATE_AT", 5)
+    dp = data_path("native")
+    dp.budget.max_entries = 30
+    handed = []
+    change = dp.compiler.change
+    dp.compiler.change = lambda added, removed: handed.append(added) or change(added, removed)
+    views = {}
+    for i in range(8):
+        port = dp.allocate_port()
+        views[port] = view_filter(dp.spec, SCHEMA, f"price > {i * 1237} and qty < {i * 977 + 5}")
+        dp.subscribe(port, 7, None, views[port])
+    dp.sync()
+    assert handed == [] and dp.held.alpha and dp.held.entries <= 30
+    assert set(dp.held.recheck) == set(views)
+
+
+def test_over_the_budget_with_nothing_to_round_stays_incremental(caplog):
+    """Views that differ only in equalities cannot be rounded: past the budget each change is
+    kept as the incremental compiler made it (the same writes as with no budget at all, not
+    a rebuild), the warning given once, and nothing is re-checked (the rules are exact)."""
+    budgeted, free = data_path("native"), data_path("native")
+    budgeted.budget.max_entries, free.budget.max_entries = 3, 0
+    compiler = budgeted.compiler
+    with caplog.at_level(logging.WARNING, logger="camus.datapath"):
+        for i in range(6):
+            for dp in (budgeted, free):
+                dp.subscribe(dp.allocate_port(), 7, None,
+                             view_filter(dp.spec, SCHEMA, f"side == {i}"))
+            assert budgeted.sync() == free.sync()
+    said = [r for r in caplog.records if "no rounding" in r.getMessage()]
+    assert len(said) == 1
+    assert budgeted.compiler is compiler  # changed in place, never rebuilt
+    assert budgeted.held.alpha == {} and budgeted.held.recheck == {}
+    assert budgeted.held.entries == len(budgeted.target.entries()) > 3
