@@ -15,7 +15,11 @@ held, timed on the first --baseline changes of the same sequence. The baseline's
 equal the incremental ones (checked: a mismatch stops the run).
 
     python bench/network_change.py [--subs 100000] [--alphas 10,1] [--policies mr,tr]
-                                   [--changes 200] [--baseline 5] [--seed 1]
+                                   [--changes 200] [--baseline 5] [--seed 1] [--build-baseline]
+
+build s is the whole network's compile with an incremental compiler per switch (what a
+change needs kept); --build-baseline also times the same network compiled by compile_rules
+alone.
 """
 
 from __future__ import annotations
@@ -57,7 +61,13 @@ def whole_recompile(net: Network, before: dict[str, dict], switches: list[str]) 
     return time.perf_counter() - started
 
 
-def run(spec, topo, subs, policy: str, alpha: int, n_changes: int, n_base: int, seed: int) -> None:
+def run(spec, topo, subs, policy: str, alpha: int, n_changes: int, n_base: int, seed: int,
+        build_baseline: bool) -> None:
+    if build_baseline:  # the whole network compiled by compile_rules, without incremental state
+        started = time.perf_counter()
+        Network(spec, topo, subs, policy, alpha, incremental=False)
+        print(f"{len(subs):>7} {policy:>6} {alpha:>5} | whole network by compile_rules alone: "
+              f"{time.perf_counter() - started:.1f} s", flush=True)
     started = time.perf_counter()
     net = Network(spec, topo, subs, policy, alpha)
     build = time.perf_counter() - started
@@ -106,6 +116,8 @@ def main() -> None:
     ap.add_argument("--baseline", type=int, default=5,
                     help="changes also timed the old way (whole-switch recompiles)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--build-baseline", action="store_true",
+                    help="also time compiling the network without incremental compilers")
     args = ap.parse_args()
     spec = load_spec(ROOT / "p4/itch/itch.p4")
     topo = fat_tree(4)
@@ -116,7 +128,8 @@ def main() -> None:
           f"{'cpu med':>7} {'cpu p99':>7} | {'n':>3} {'old med':>9} {'old max':>9} | {'old/new':>7}")
     for alpha in (int(a) for a in args.alphas.split(",")):
         for policy in args.policies.split(","):
-            run(spec, topo, subs, policy, alpha, args.changes, args.baseline, args.seed + 2)
+            run(spec, topo, subs, policy, alpha, args.changes, args.baseline, args.seed + 2,
+                args.build_baseline)
     print("reached: switches whose rules changed (each compiled incrementally), changed: "
           "switches whose entries changed, writes: entries and groups written (each median/max "
           "per change); med/p99/max: one change for the whole network in wall-clock ms, writes to "
