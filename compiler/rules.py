@@ -59,6 +59,38 @@ _EQUALITY_LINE = re.compile(r"""[ \t]*(
     [ \t]* : [ \t]* fwd [ \t]* \( [ \t]* ([0-9]+) [ \t]* \) )[ \t\r]*""", re.VERBOSE).fullmatch
 
 
+# The parser's hot paths fill a node's slots directly: a frozen dataclass's __setattr__
+# refuses, and its __init__ costs a generic call per field (millions of rules: seconds).
+_new = object.__new__
+_ATOM_SLOTS = tuple(getattr(Atom, f).__set__
+                    for f in ("field", "op", "value", "prefix_len", "line", "column"))
+_RULE_SLOTS = tuple(getattr(Rule, f).__set__ for f in ("filter", "ports", "line", "text"))
+_set_items = {cls: cls.items.__set__ for cls in (And, Or)}
+
+
+def _atom(field: QueryField, op: str, value: int, prefix_len: int | None, line: int,
+          column: int) -> Atom:
+    a = _new(Atom)
+    s_field, s_op, s_value, s_prefix_len, s_line, s_column = _ATOM_SLOTS
+    s_field(a, field)
+    s_op(a, op)
+    s_value(a, value)
+    s_prefix_len(a, prefix_len)
+    s_line(a, line)
+    s_column(a, column)
+    return a
+
+
+def _rule(filt: Filter, ports: frozenset[int], line: int, text: str) -> Rule:
+    r = _new(Rule)
+    s_filter, s_ports, s_line, s_text = _RULE_SLOTS
+    s_filter(r, filt)
+    s_ports(r, ports)
+    s_line(r, line)
+    s_text(r, text)
+    return r
+
+
 class _Fallback(Exception):
     """A rule the shape's fast instantiation does not handle: take the general path."""
 
@@ -139,7 +171,7 @@ class _RuleBuilder:
         # (field name, operator) -> (field, op, most digits, max value) once a line of it has
         # been typed the general way with a plain decimal constant
         typed: dict[tuple[str, str], tuple[QueryField, str, int, int]] = {}
-        port_sets, new = self.port_sets, object.__new__
+        port_sets = self.port_sets
         for lineno, line in enumerate(text.split("\n"), start=1):
             m = _EQUALITY_LINE(line)
             if m is not None:
@@ -148,14 +180,8 @@ class _RuleBuilder:
                 ports = port_sets.get(port)
                 if known is not None and ports is not None and len(value) <= known[2] \
                         and (v := int(value)) <= known[3]:
-                    a = new(Atom)
-                    d = a.__dict__
-                    d["field"], d["op"], d["value"], d["prefix_len"], d["line"], d["column"] = \
-                        known[0], known[1], v, None, lineno, m.start(4) + 1
-                    rule = new(Rule)
-                    d = rule.__dict__
-                    d["filter"], d["ports"], d["line"], d["text"] = a, ports, lineno, m.group(1)
-                    append(rule)
+                    append(_rule(_atom(known[0], known[1], v, None, lineno, m.start(4) + 1),
+                                 ports, lineno, m.group(1)))
                     continue
                 append(self.rule(m.group(1), lineno, m.start(1) + 1))
                 if known is None and name not in KEYWORDS:
@@ -220,7 +246,6 @@ class _RuleBuilder:
         slots = tuple(int(t.value) for t in port_tokens)
         one = slots[0] if len(slots) == 1 else None  # `fwd(p)`: the text alone is the key
         port_sets = self.port_sets
-        new = object.__new__
 
         def instantiate(consts, ends, line, column, text):
             filt = build(consts, ends, line, column)
@@ -230,10 +255,7 @@ class _RuleBuilder:
                 toks = [Token(_constant_type(consts[i]), consts[i], line, column + ends[2 * i])
                         for i in slots]
                 ports = port_sets[key] = self.ports(toks, toks)
-            rule = new(Rule)
-            d = rule.__dict__
-            d["filter"], d["ports"], d["line"], d["text"] = filt, ports, line, text
-            return rule
+            return _rule(filt, ports, line, text)
 
         return instantiate
 
@@ -244,36 +266,32 @@ class _RuleBuilder:
             i, q, op = int(f.constant.value), f.field, f.op
             start = 2 * i
             known = self.converted.setdefault((q, op), {})
-            new = object.__new__
 
             def atom(consts, ends, line, column):
                 value = known.get(consts[i])
                 if value is None:
                     value = self._convert(q, op, consts[i])
-                a = new(Atom)
-                d = a.__dict__
-                d["field"], d["op"], d["value"], d["prefix_len"], d["line"], d["column"] = \
-                    q, op, value[0], value[1], line, column + ends[start]
-                return a
+                return _atom(q, op, value[0], value[1], line, column + ends[start])
             return atom
         if isinstance(f, (And, Or)):
             items = [self._fast_filter(i) for i in f.items]
             if None in items:
                 return None
-            cls, new = type(f), object.__new__
+            cls = type(f)
+            set_items = _set_items[cls]
             if len(items) == 2:  # the usual `a and b`
                 first, second = items
 
                 def pair(consts, ends, line, column):
-                    j = new(cls)
-                    j.__dict__["items"] = (first(consts, ends, line, column),
-                                           second(consts, ends, line, column))
+                    j = _new(cls)
+                    set_items(j, (first(consts, ends, line, column),
+                                  second(consts, ends, line, column)))
                     return j
                 return pair
 
             def junction(consts, ends, line, column):
-                j = new(cls)
-                j.__dict__["items"] = tuple([g(consts, ends, line, column) for g in items])
+                j = _new(cls)
+                set_items(j, tuple([g(consts, ends, line, column) for g in items]))
                 return j
             return junction
         if isinstance(f, Not):
