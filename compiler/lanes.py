@@ -31,7 +31,7 @@ Item = tuple[Conjunction, frozenset[int]]
 
 # One diagram is kept when its estimate is at most this many entries (lanes then save little
 # and every lane adds a walk and tables), or when the lanes' total is not under half of it.
-SMALL_ENOUGH = 10_000
+SMALL_ENOUGH = 1_000
 # At most this many lanes when choosing automatically: each is a chain of two tables per field
 # it tests. Lanes do not depend on each other, so a target may place them side by side in the
 # same physical stages; its table count (a few hundred logical tables) is the limit.
