@@ -70,5 +70,19 @@ class Rule:
     text: str = ""
 
 
+def atoms(f: Filter) -> list[Atom]:
+    """Every atom of `f`, wherever it sits."""
+    out, todo = [], [f]
+    while todo:
+        f = todo.pop()
+        if isinstance(f, Atom):
+            out.append(f)
+        elif isinstance(f, (And, Or)):
+            todo.extend(f.items)
+        elif isinstance(f, Not):
+            todo.append(f.item)
+    return out
+
+
 def _dotted(v: int) -> str:
     return ".".join(str((v >> s) & 0xFF) for s in (24, 16, 8, 0))

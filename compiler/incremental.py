@@ -39,21 +39,22 @@ import time
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from compiler import intervals as iv
 from compiler import lowering, order
 from compiler.ast import And, Atom, Not, Or, Rule
 from compiler.diagram import _Builder, port_list
-from compiler.errors import CamusError
+from compiler.errors import CamusError, RuleError
+from compiler.formula import FORMULA_AT, Wide, conjunctions
 from compiler.id_space import IdSpace
-from compiler.normalize import dnf
 from compiler.rules import deep_recursion
 from compiler.spec import QueryField, Spec
 from compiler.tables import (decision, default_entry, default_successor, interval_entries,
                              state_bits)
 from p4rt.entry_key import entry_key
 from pipeline import entries as entries_json
+from pipeline.changes import Changes
 from pipeline.match_kinds import MATCH_KINDS
 from pipeline.model import MAX_PORTS_WIDTH
 
@@ -63,23 +64,14 @@ ROOT = 0
 
 
 @dataclass
-class Step:
-    """The writes one change needs (the form of `controller.diff.Changes`)."""
+class Step(Changes):
+    """The writes one change needs, and what else it did."""
 
-    delete: list[dict] = field(default_factory=list)
-    insert: list[dict] = field(default_factory=list)
-    modify: list[dict] = field(default_factory=list)
-    set_groups: dict[int, tuple] = field(default_factory=dict)  # id -> ((port, rid), ...)
-    delete_groups: list[int] = field(default_factory=list)
     rebuilt: bool = False  # the pipeline changed: compiled from scratch
     # The state ids' width (every id derived again) or the port bitmaps' width changed, and
     # with them the pipeline (only for a compile sized to its rules, not a static one).
     resized: bool = False
     seconds: float = 0.0
-
-    def __len__(self) -> int:
-        return (len(self.delete) + len(self.insert) + len(self.modify) + len(self.set_groups)
-                + len(self.delete_groups))
 
 
 class _Raw(_Builder):
@@ -105,6 +97,10 @@ class _Raw(_Builder):
         self.root_items: dict[int, frozenset] = {}
         self.root_by_port: dict[int, set[int]] = defaultdict(set)
         self.root_heads: Counter = Counter()
+        # The start state's pairs per port grouped by (head stage, its intervals): a change
+        # reads a port's residuals that hold at a value by group, not one by one (100K rules
+        # of the ITCH shape are 100 groups per port, one per symbol).
+        self.root_idx: dict[int, dict[tuple, set[int]]] = defaultdict(dict)
         self.d.contents.append(None)  # index 0 is the start state; its content lives above
         self.refs[ROOT] = 1
 
@@ -191,6 +187,49 @@ class _Raw(_Builder):
             by_port = self.by_port_of[s] = {p: frozenset(rs) for p, rs in acc.items()}
         return g, items, by_port
 
+    def root_place(self, p: int, r: int) -> None:
+        """Pair residual r with port p in the start state."""
+        self.root_by_port[p].add(r)
+        ps = self.root_items.get(r)
+        if ps is None:
+            self.root_heads[self.res_head[r]] += 1
+            ps = frozenset()
+        self.root_items[r] = ps | {p}
+        self.root_idx[p].setdefault((self.res_head[r], self.res_ivs[r]), set()).add(r)
+
+    def root_unplace(self, p: int, r: int) -> None:
+        """Take residual r's pair with port p out of the start state."""
+        have = self.root_by_port[p]
+        have.discard(r)
+        if not have:
+            del self.root_by_port[p]
+        ps = self.root_items[r] - {p}
+        if ps:
+            self.root_items[r] = ps
+        else:
+            del self.root_items[r]
+            self.root_heads[self.res_head[r]] -= 1
+        idx = self.root_idx[p]
+        key = (self.res_head[r], self.res_ivs[r])
+        idx[key].discard(r)
+        if not idx[key]:
+            del idx[key]
+            if not idx:
+                del self.root_idx[p]
+
+    def _grouped(self, s: int, ports, by_port: dict) -> dict[int, dict[tuple, set[int]]]:
+        """Per port of `ports`, state s's residuals paired with it, by (head, intervals)."""
+        if s == ROOT:
+            return self.root_idx
+        head, res_ivs = self.res_head, self.res_ivs
+        out: dict[int, dict[tuple, set[int]]] = {}
+        for p in ports:
+            groups: dict[tuple, set[int]] = {}
+            for r in by_port.get(p, ()):
+                groups.setdefault((head[r], res_ivs[r]), set()).add(r)
+            out[p] = groups
+        return out
+
     # --- nodes (the reduced diagram) --------------------------------------------------------
 
     def _classify(self, s: int) -> None:
@@ -240,6 +279,7 @@ class _Raw(_Builder):
         from `s` only in where the ports of `changed` are ({port: rids whose pair with the
         port appeared or went, 0 for G})."""
         g, _, by_port = self.view(s)
+        grouped = self._grouped(s, changed, by_port)
         top = self.order[k].max_value
         head, nxt, res_ivs = self.res_head, self.res_next, self.res_ivs
         regions: dict[int, tuple] = {}
@@ -260,9 +300,9 @@ class _Raw(_Builder):
                 cuts.add(old[i][0])
                 i += 1
         for p in changed:
-            for r in by_port.get(p, ()):
-                if head[r] == k:
-                    for lo, hi in res_ivs[r]:
+            for h, ivs_ in grouped.get(p, ()):
+                if h == k:
+                    for lo, hi in ivs_:
                         cuts.add(lo)
                         cuts.add(hi + 1)
         ordered = sorted(cuts)
@@ -282,11 +322,11 @@ class _Raw(_Builder):
                         places.append((p, (0,)))
                         continue
                     here = set()
-                    for r in by_port.get(p, ()):
-                        if head[r] != k:
-                            here.add(r)
-                        elif _holds(res_ivs[r], lo):
-                            here.add(nxt[r])
+                    for (h, ivs_), rs in grouped.get(p, {}).items():
+                        if h != k:
+                            here.update(rs)
+                        elif _holds(ivs_, lo):
+                            here.update([nxt[r] for r in rs])
                     if len(here) > 1:
                         here = self.merge_rids(here)
                     places.append((p, (0,) if 0 in here else tuple(sorted(here))))
@@ -378,6 +418,19 @@ def ranged_fields(f) -> set[str]:
     return out
 
 
+def _conjunctions(rule: Rule) -> list:
+    """The rule's normal form; RuleError for a filter too wide for one, which only a
+    from-scratch compile takes (as a formula, `compiler.formula`): this compiler patches
+    states made of conjunctions."""
+    conjs = conjunctions(rule.filter, rule.line)
+    if conjs and type(conjs[0]) is Wide:
+        raise RuleError(f"this filter may have more than {FORMULA_AT} alternatives in normal "
+                        "form: the incremental compiler takes only filters below that (a "
+                        "from-scratch compile takes it; or split it into several rules)",
+                        rule.line or None, 1)
+    return conjs
+
+
 def rule_key(rule: Rule) -> tuple:
     """What a rule means (its filter and ports), whatever its line and text."""
     return rule.filter, rule.ports
@@ -407,7 +460,7 @@ class Incremental:
         key = rule_key(rule)
         conjs = self.conjs.get(key)
         if conjs is None:
-            conjs = dnf(rule.filter, rule.line)
+            conjs = _conjunctions(rule)
         if sign > 0:
             self.rules.setdefault(key, []).append(rule)
             self.conjs[key] = conjs
@@ -470,18 +523,24 @@ class Incremental:
                 for p in ports:
                     self.counts[rid, p] += n
                     self.root_raw[p].add(rid)
+        # Per port, its residuals that test one field and nothing after it, by that field,
+        # and each field's merged residual (what `merge_rids` makes of them; 0: always holds).
+        self.root_last: dict[int, dict[int, set[int]]] = defaultdict(dict)
+        self.root_merged: dict[int, dict[int, int]] = defaultdict(dict)
+        nxt, head = raw.res_next, raw.res_head
         for p, rids in self.root_raw.items():
-            placed = raw.merge_rids(rids) if len(rids) > 1 else rids
-            if 0 in placed:
-                raw.root_g.add(p)
-            else:
-                raw.root_by_port[p].update(placed)
-        acc: dict[int, set] = defaultdict(set)
-        for p, rids in raw.root_by_port.items():
+            last = self.root_last[p]
             for r in rids:
-                acc[r].add(p)
-        raw.root_items.update({r: frozenset(ps) for r, ps in acc.items()})
-        raw.root_heads.update(raw.res_head[r] for r in raw.root_items)
+                if not nxt[r]:
+                    last.setdefault(head[r], set()).add(r)
+            merged = self.root_merged[p]
+            for h, rs in last.items():
+                merged[h] = self._merged(h, rs)
+            for r in self._placed(p):
+                if r:
+                    raw.root_place(p, r)
+                else:
+                    raw.root_g.add(p)
         # Output: node -> id, entries; leaves' groups.
         self.ids: dict[int, int] = {}  # node -> state id
         self.rep: dict[int, int] = {}  # node -> the state that represents it
@@ -549,7 +608,7 @@ class Incremental:
                     raise CamusError(f"no such rule to remove: {r.text or r.filter}",
                                      r.line or None)
             for r in added:
-                dnf(r.filter, r.line)  # RuleError before anything changes
+                _conjunctions(r)  # RuleError before anything changes
             edits = [(r, sign, self._remember(r, sign))
                      for rules, sign in ((removed, -1), (added, +1)) for r in rules]
             layout = self._layout()
@@ -578,63 +637,91 @@ class Incremental:
         step.seconds = time.perf_counter() - started
         return step
 
-    def _root_change(self, touched: dict[int, set[int]]) -> None:
+    def _merged(self, h: int, rs: set[int]) -> int:
+        """`merge_rids` of residuals that all test field h and nothing after it: the one,
+        or the union of their intervals (0 if that is the whole field)."""
         raw = self.raw
+        if len(rs) == 1:
+            return next(iter(rs))
+        union = iv.normalize([pair for r in rs for pair in raw.res_ivs[r]])
+        if union == ((0, raw.order[h].max_value),):
+            return 0
+        return raw.intern(h, union, 0)
+
+    def _placed(self, p: int) -> set[int]:
+        """Where the start state places port p: {0} (guaranteed, in G) or its residuals,
+        those that test one field and nothing after it merged per field."""
+        merged = self.root_merged.get(p, {})
+        if 0 in merged.values():
+            return {0}
+        nxt = self.raw.res_next
+        return {r for r in self.root_raw[p] if nxt[r]} | set(merged.values())
+
+    def _root_change(self, touched: dict[int, set[int]]) -> None:
+        """The start state after the pairs (residual, port) of `touched` came or went; its
+        split patched where they hold. A port's residuals are not read one by one: only the
+        toggled ones, and the merged residual of a field whose last-field residuals changed."""
+        raw = self.raw
+        nxt, head = raw.res_next, raw.res_head
         changed: dict[int, set[int]] = {}
         for p, rids in touched.items():
             now = self.root_raw[p]
+            last = self.root_last[p]
+            merged = self.root_merged[p]
+            was_g = p in raw.root_g
+            toggled: set[int] = set()
+            heads: set[int] = set()
             for r in rids:
-                if self.counts.get((r, p)):
+                present = bool(self.counts.get((r, p)))
+                if present == (r in now):
+                    continue  # went and came back within the change
+                if present:
                     now.add(r)
                 else:
                     now.discard(r)
-            old = {0} if p in raw.root_g else set(raw.root_by_port.get(p, ()))
-            new = raw.merge_rids(now) if len(now) > 1 else set(now)
-            if 0 in new:
-                new = {0}
-            delta = old ^ new
-            if not delta:
-                continue
-            changed[p] = delta
-            if 0 not in delta:  # p stays out of G: only the toggled pairs
-                have = raw.root_by_port[p]
-                for r in delta:
-                    ps = raw.root_items.get(r)
-                    if r in have:
-                        have.discard(r)
-                        ps = ps - {p}
-                        if ps:
-                            raw.root_items[r] = ps
-                        else:
-                            del raw.root_items[r]
-                            raw.root_heads[raw.res_head[r]] -= 1
-                    else:
-                        have.add(r)
-                        if ps is None:
-                            raw.root_heads[raw.res_head[r]] += 1
-                            ps = frozenset()
-                        raw.root_items[r] = ps | {p}
-                if not have:
-                    del raw.root_by_port[p]
-                continue
-            for r in raw.root_by_port.pop(p, ()):
-                ps = raw.root_items[r] - {p}
-                if ps:
-                    raw.root_items[r] = ps
+                if nxt[r]:
+                    toggled.add(r)
+                    continue
+                rs = last.setdefault(head[r], set())
+                rs.add(r) if present else rs.discard(r)
+                heads.add(head[r])
+            old_merged = {h: merged.get(h) for h in heads}
+            for h in heads:
+                if last[h]:
+                    merged[h] = self._merged(h, last[h])
                 else:
-                    del raw.root_items[r]
-                    raw.root_heads[raw.res_head[r]] -= 1
-            raw.root_g.discard(p)
-            if new == {0}:
-                raw.root_g.add(p)
-            else:
+                    del last[h]
+                    merged.pop(h, None)
+            if not now:
+                del self.root_raw[p]
+            is_g = 0 in merged.values()
+            if was_g and is_g:
+                continue
+            if not was_g and not is_g:
+                delta = toggled
+                for h, m in old_merged.items():
+                    m2 = merged.get(h)
+                    if m != m2:
+                        delta.update(x for x in (m, m2) if x is not None)
+                for r in delta:
+                    if r in raw.root_by_port.get(p, ()):
+                        raw.root_unplace(p, r)
+                    else:
+                        raw.root_place(p, r)
+            else:  # p joins or leaves G: every pair of p placed anew
+                old = {0} if was_g else set(raw.root_by_port.get(p, ()))
+                for r in old - {0}:
+                    raw.root_unplace(p, r)
+                raw.root_g.discard(p)
+                new = self._placed(p) if now else set()
                 for r in new:
-                    ps = raw.root_items.get(r)
-                    if ps is None:
-                        raw.root_heads[raw.res_head[r]] += 1
-                        ps = frozenset()
-                    raw.root_items[r] = ps | {p}
-                raw.root_by_port[p] = new
+                    if r:
+                        raw.root_place(p, r)
+                    else:
+                        raw.root_g.add(p)
+                delta = old ^ new
+            if delta:
+                changed[p] = delta
         if changed:
             self._reroot(changed)
 
@@ -645,6 +732,8 @@ class Incremental:
         writes in `step`."""
         raw = self.raw
         touched, raw.touched = raw.touched, set()
+        # The start state's stage before the change (its node's key goes with the node).
+        root_stage = self.key[self.root_node][0] if self.root_node in self.key else None
         describe, texts = self._describe, self.port_texts
         gone_nodes, new_nodes, id_added, id_removed = [], [], {}, []
         port_leaves, ports_moved = self.port_leaves, False
@@ -756,10 +845,11 @@ class Incremental:
                 if n not in full:
                     partial[n].add(t)
         # The start state's node changes key with nearly every change, but mostly keeps its
-        # entries: the new one starts from the old one's.
+        # entries: the new one starts from the old one's, if it splits at the same stage
+        # (entries of another stage's tables are not its own, whatever their intervals).
         base = None
         root = next((n for n in full if self.rep[n] == ROOT), None)
-        if root is not None and self.root_node in gone_nodes:
+        if root is not None and self.root_node in gone_nodes and self.key[root][0] == root_stage:
             base = self.out.pop(self.root_node, None)
         if root is not None:
             self.root_node = root
@@ -906,6 +996,7 @@ class Incremental:
                     per_table[e["table"]] = per_table.get(e["table"], 0) + 1
                     total += 1
         return {"rules": sum(map(len, self.rules.values())),
+                "conjunctions": sum(len(c) * len(self.rules[k]) for k, c in self.conjs.items()),
                 "fields": [s.field.name for s in self.stages],
                 "entries": {"total": total, "per_table": per_table},
                 "states": len(self.rep), "state_width": self.state_width,

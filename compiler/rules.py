@@ -31,7 +31,9 @@ from typing import NamedTuple
 
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import RuleError
-from compiler.normalize import MAX_DISJUNCTS, size_bound
+from compiler import formula
+from compiler.formula import FORMULA_AT
+from compiler.normalize import size_bound
 from compiler.rule_syntax import KEYWORDS, MAX_NESTING, Parser, Token, line_rules, split_rules, \
     tokenize
 from compiler.rule_typing import Compare, RuleTyper
@@ -223,15 +225,14 @@ class _RuleBuilder:
             self.slot_columns, self.line, self.column, self.origin = \
                 slot_columns, line, column, plan.column
             rule = Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text)
-        # A filter whose normal form may be too large is refused here, at parse time, with
-        # its position, never later by the compiler. The bound depends on the shape only.
+        # A filter whose normal form may be too large compiles as a formula (compiler.formula);
+        # one whose diagram would still be too large is refused here, at parse time, with its
+        # position, never later by the compiler. The bound depends on the shape only.
         bound = self.bounds.get(shape)
         if bound is None:
             bound = self.bounds[shape] = size_bound(rule.filter)
-        if bound > MAX_DISJUNCTS:
-            raise RuleError(f"this filter may expand to more than {MAX_DISJUNCTS} alternatives "
-                            "in disjunctive normal form (each 'and' of 'or's multiplies "
-                            "them); split it into several rules", line, column, self.source)
+        if bound > FORMULA_AT:
+            formula.check(rule.filter, line, column, self.source)
         return rule
 
     def fast(self, f, port_tokens: list[Token], slot_columns: list[int]):

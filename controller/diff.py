@@ -16,9 +16,11 @@ target reports.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from p4rt.entry_key import entry_key
+from pipeline.changes import Changes
+
+__all__ = ["Changes", "apply_steps", "diff", "patch"]
 
 
 def _action(entry: dict) -> tuple:
@@ -28,28 +30,6 @@ def _action(entry: dict) -> tuple:
 def _groups(doc: dict) -> dict[int, tuple]:
     return {g["id"]: tuple(sorted((r["port"], r.get("rid", 0)) for r in g.get("replicas", ())))
             for g in doc.get("multicast_groups", ())}
-
-
-@dataclass
-class Changes:
-    delete: list[dict] = field(default_factory=list)
-    insert: list[dict] = field(default_factory=list)
-    modify: list[dict] = field(default_factory=list)
-    set_groups: dict[int, tuple] = field(default_factory=dict)  # id -> ((port, rid), ...)
-    delete_groups: list[int] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return (len(self.delete) + len(self.insert) + len(self.modify) + len(self.set_groups)
-                + len(self.delete_groups))
-
-    def steps(self) -> list[tuple[str, object]]:
-        """("delete"|"insert"|"modify", entry), ("set_group", (id, replicas)), ("delete_group", id)."""
-        out: list[tuple[str, object]] = [("delete", e) for e in self.delete]
-        out += [("set_group", (gid, reps)) for gid, reps in sorted(self.set_groups.items())]
-        out += [("insert", e) for e in self.insert]
-        out += [("modify", e) for e in self.modify]
-        out += [("delete_group", gid) for gid in self.delete_groups]
-        return out
 
 
 def diff(old: dict, new: dict) -> Changes:

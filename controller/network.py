@@ -1,11 +1,17 @@
 """A network of switches compiled from one subscription set, and the network running.
 
 `Network` is the controller's view: a topology, a routing policy (`controller.policy`),
-and per switch the rules `F_p^s : fwd(p)` compiled by the existing compiler
-(`compiler.compile.compile_rules`, static pipeline: every switch runs the same pipeline
-and differs only in its entries). Changes (a subscription added or removed, a link or
-switch failing on a general graph) recompile only the switches whose rule sets changed and
-write only the differing entries (`controller.diff`); each returns a `ChangeReport`.
+and per switch the rules `F_p^s : fwd(p)` compiled with a static pipeline (every switch runs
+the same pipeline and differs only in its entries). Each switch's rules are held by an
+incremental compiler (`compiler.incremental.Incremental`, whose entries are those of a
+from-scratch `compile_rules`): a subscription added or removed becomes, per switch where a
+filter appeared on or went from a port, the rule `F : fwd(ports)` replaced by the one with
+the new ports, and only the entry writes that change needs go to the running fabric. A link
+or switch failing on a general graph (a new spanning tree, which moves whole port sides)
+rebuilds each switch whose rules changed and writes the difference (`controller.diff`).
+Each change returns a `ChangeReport`. `incremental=False` keeps the whole-switch recompile
+(`compile_rules` and a diff) for every change: the baseline bench/network_change.py
+measures against.
 
 `Fabric` is the network running in one process: one software switch (`switch.dataplane`)
 per switch, and packets forwarded hop by hop. What a switch's pipeline cannot know (its
@@ -23,9 +29,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compiler.ast import Rule
 from compiler.compile import compile_rules, no_cyclic_gc
+from compiler.incremental import Incremental
 from compiler.spec import Spec
-from controller.diff import apply_steps, diff
+from controller.diff import Changes, apply_steps, diff
 from controller.policy import UP_PORT, Routing, Subscription
 from controller.spanning import spanning_tree
 from controller.topology import Topology
@@ -40,13 +48,16 @@ NETWORK_VERSION = 1
 class ChangeReport:
     """What one change cost: switches recompiled, entries written, and the time taken."""
 
-    switches: list[str] = field(default_factory=list)
+    switches: list[str] = field(default_factory=list)  # switches whose entries changed
+    # Switches whose rules changed (a filter appeared on or went from a port; a failure's
+    # new tree): those the change compiled, incrementally or whole.
+    reached: list[str] = field(default_factory=list)
     writes: int = 0  # table entries inserted, modified or deleted, and groups set or deleted
     entries_per_switch: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     def to_json(self) -> dict:
-        return {"switches": self.switches, "writes": self.writes,
+        return {"switches": self.switches, "reached": self.reached, "writes": self.writes,
                 "writes_per_switch": self.entries_per_switch, "seconds": round(self.seconds, 6)}
 
 
@@ -57,13 +68,19 @@ class Network:
                  policy: str = "tr", alpha: int = 1, tree: str = "mst++",
                  switches: Iterable[str] | None = None,
                  compiled: dict[str, tuple[dict, dict]] | None = None,
-                 failed: dict | None = None):
+                 failed: dict | None = None, incremental: bool = True):
         """`switches`: compile only these (the benchmark on AS-sized graphs); default all.
         `compiled`: per switch, the (entries.json, stats) it already holds (a network read
-        back from its directory, `load`): nothing is compiled then. `failed`: the links and
-        switches already down ({"links": [[a, b], ...], "switches": [...]})."""
+        back from its directory, `load`): nothing is compiled then, and a switch's
+        incremental compiler is built when a change first reaches it. `failed`: the links
+        and switches already down ({"links": [[a, b], ...], "switches": [...]}).
+        `incremental`: changes go through each switch's incremental compiler (default), or
+        recompile the switch whole (the old way, kept as the benchmark's baseline)."""
         self.spec, self.topo, self.policy, self.alpha, self.tree_kind = \
             spec, topo, policy, alpha, tree
+        self.incremental = incremental
+        self.compilers: dict[str, Incremental] = {}  # switch -> its rules, compiled
+        self._stale: set[str] = set()  # switches whose documents lag their compiler
         switches = list(switches) if switches is not None else None
         failed = failed or {}
         self.failed_links: set[frozenset[str]] = {frozenset(link) for link in failed.get("links", ())}
@@ -74,13 +91,12 @@ class Network:
             self.routing = Routing(topo, subs, policy, alpha, self.tree, switches)
         self.pipeline = compile_rules(spec, [], static=True).pipeline
         self.pipeline_doc = json.loads(document.dumps(self.pipeline))
-        self.compiled: dict[str, dict] = {}  # switch -> entries.json
-        self.stats: dict[str, dict] = {}
-        self.rulesets: dict[str, frozenset] = {}
+        self._compiled: dict[str, dict] = {}  # switch -> entries.json
+        self._stats: dict[str, dict] = {}
         started = time.perf_counter()
         for s in (switches if switches is not None else topo.switches):
             if compiled is not None:
-                self.compiled[s], self.stats[s] = compiled[s]
+                self._compiled[s], self._stats[s] = compiled[s]
             else:
                 self._compile(s)
         self.compile_seconds = time.perf_counter() - started
@@ -107,23 +123,106 @@ class Network:
         g.remove_nodes_from(self.failed_switches)
         return g
 
+    @property
+    def compiled(self) -> dict[str, dict]:
+        """Per switch, the entries.json it holds (made from its compiler when asked for:
+        a change writes entries, not documents)."""
+        self._refresh()
+        return self._compiled
+
+    @property
+    def stats(self) -> dict[str, dict]:
+        """Per switch, its compile statistics (those of `camus compile`'s stats.json)."""
+        self._refresh()
+        return self._stats
+
+    def _refresh(self) -> None:
+        for s in self._stale:
+            inc = self.compilers[s]
+            self._compiled[s] = inc.entries()
+            self._stats[s] = self._stats_of(inc, self._stats.get(s, {}).get("compile_seconds", 0.0))
+        self._stale.clear()
+
+    @staticmethod
+    def _stats_of(inc: Incremental, seconds: float) -> dict:
+        st = inc.stats()
+        st["compile_seconds"] = seconds  # of the switch's last whole compile
+        return st
+
     def _compile(self, s: str) -> dict:
+        """Compile switch s whole from its current rules; its new entries.json."""
         rules = self.routing.rules(s)
-        c = compile_rules(self.spec, rules, static=True)
-        self.compiled[s] = c.entries
-        self.stats[s] = c.stats
-        self.rulesets[s] = frozenset(rules)
-        return c.entries
+        if not self.incremental:
+            c = compile_rules(self.spec, rules, static=True)
+            self._compiled[s], self._stats[s] = c.entries, c.stats
+            return c.entries
+        started = time.perf_counter()
+        with no_cyclic_gc():
+            inc = self.compilers[s] = Incremental(self.spec, rules, static=True)
+        self._stale.discard(s)
+        self._compiled[s] = inc.entries()
+        self._stats[s] = self._stats_of(inc, round(time.perf_counter() - started, 4))
+        return self._compiled[s]
 
     # ---- changes ------------------------------------------------------------------------
 
     def add(self, sub: Subscription, fabric: "Fabric | None" = None) -> ChangeReport:
+        """Add one subscription; its writes go to `fabric` if given."""
         started = time.perf_counter()
-        return self._recompile(self.routing.add(sub), fabric, started)
+        with no_cyclic_gc():
+            return self._change(self.routing.add(sub), +1, fabric, started)
 
     def remove(self, sub: Subscription, fabric: "Fabric | None" = None) -> ChangeReport:
+        """Remove one subscription (KeyError if its host has none equal to it)."""
         started = time.perf_counter()
-        return self._recompile(self.routing.remove(sub), fabric, started)
+        with no_cyclic_gc():
+            return self._change(self.routing.remove(sub), -1, fabric, started)
+
+    def _change(self, moved: dict[str, list], sign: int, fabric: "Fabric | None",
+                started: float) -> ChangeReport:
+        """Apply the (filter, port) pairs that appeared (sign +1) or went (-1) per switch."""
+        if not self.incremental:
+            return self._recompile(set(moved), fabric, started)
+        report = ChangeReport()
+        for s in sorted(moved):
+            if s not in self._compiled:
+                continue  # a switch this network does not compile (`switches=`)
+            report.reached.append(s)
+            inc = self.compilers.get(s)
+            if inc is None:  # read back from a directory: built now, from the rules after
+                old = self.compiled[s]
+                d = diff(old, self._compile(s))
+            else:
+                d = self._step(s, inc, moved[s], sign)
+            self._apply(s, d, report, fabric)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _step(self, s: str, inc: Incremental, pairs: list, sign: int) -> Changes:
+        """The writes of switch s's incremental compile once `pairs` appeared or went: each
+        filter's rule `F : fwd(old ports)` gives way to `F : fwd(new ports)`."""
+        moved_ports: dict = {}
+        for f, p in pairs:
+            moved_ports.setdefault(f, set()).add(p)
+        added, removed = [], []
+        for f, ps in moved_ports.items():
+            now = self.routing.ports_of(s, f)
+            before = now - ps if sign > 0 else now | ps
+            if before:
+                removed.append(Rule(f, before))
+            if now:
+                added.append(Rule(f, now))
+        self._stale.add(s)
+        return inc.change(added, removed)  # a Step: the Changes to write
+
+    def _apply(self, s: str, d: Changes, report: ChangeReport, fabric: "Fabric | None") -> None:
+        if not len(d):
+            return
+        report.switches.append(s)
+        report.entries_per_switch[s] = len(d)
+        report.writes += len(d)
+        if fabric is not None:
+            fabric.apply(s, d)
 
     def fail(self, link: tuple[str, str] | None = None, switch: str | None = None,
              fabric: "Fabric | None" = None) -> ChangeReport:
@@ -142,32 +241,26 @@ class Network:
             self.failed_switches.add(switch)
         self.tree = spanning_tree(self._live_graph(), self.tree_kind)
         old = self.routing
-        for s in self.compiled:  # a network read back knows its rules only from its routing
-            if s not in self.rulesets:
-                self.rulesets[s] = frozenset(old.rules(s))
+        before = {s: frozenset(old.rules(s)) for s in self._compiled}
         subs = [Subscription(h, f) for h, c in old.subscriptions.items() for f, n in c.items()
                 for _ in range(n)]
         with no_cyclic_gc():
             self.routing = Routing(self.topo, subs, self.policy, self.alpha, self.tree,
-                                   list(self.compiled))
-        changed = {s for s in self.compiled if frozenset(self.routing.rules(s)) != self.rulesets[s]}
+                                   list(self._compiled))
+        changed = {s for s in self._compiled if frozenset(self.routing.rules(s)) != before[s]}
         return self._recompile(changed, fabric, started)
 
     def _recompile(self, changed: set[str], fabric: "Fabric | None", started: float) -> ChangeReport:
+        """Compile each switch of `changed` whole and write the difference: a failure's
+        new tree (which moves whole sides of ports), and every change with
+        `incremental=False`."""
         report = ChangeReport()
         for s in sorted(changed):
-            if s not in self.compiled:
+            if s not in self._compiled:
                 continue
+            report.reached.append(s)
             old = self.compiled[s]
-            new = self._compile(s)
-            d = diff(old, new)
-            if not len(d):
-                continue
-            report.switches.append(s)
-            report.entries_per_switch[s] = len(d)
-            report.writes += len(d)
-            if fabric is not None:
-                fabric.apply(s, d)
+            self._apply(s, diff(old, self._compile(s)), report, fabric)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -270,7 +363,7 @@ class Fabric:
                 raise RoutingLoop(f"a packet from {host} passed {hops} switches (at {s})")
             egress = self.egress[s]
             for port, copy in self.switches[s].process(data, in_port):
-                port = egress.port(in_port, port, copy)  # ingress, up and never-up-again
+                port = egress.port(in_port, port, data)  # ingress, up and never-up-again
                 peer = self.topo.ports[s].get(port)
                 if peer is None:
                     continue  # a port with nothing attached (a failed link's)

@@ -23,7 +23,8 @@ saving. Host-facing ports stay exact.
 
 A `Routing` keeps, per switch and port, the multiset of filters it carries (how many
 subscriptions gave each), so adding or removing one subscription tells at once which
-switches' filter sets changed (`add` / `remove` return them) without rebuilding the rest.
+filters appeared on or went from which switch ports (`add` / `remove` return them), without
+rebuilding the rest.
 """
 
 from __future__ import annotations
@@ -125,36 +126,39 @@ class Routing:
             a = self._approx[f] = approximate(f, self.alpha)
         return a
 
-    def add(self, sub: Subscription) -> set[str]:
-        """Add one subscription; the switches whose filter sets changed."""
+    def add(self, sub: Subscription) -> dict[str, list[tuple[Filter, int]]]:
+        """Add one subscription. Per switch whose filter sets changed, the (filter, port)
+        pairs that appeared (a filter already on a port, given by another subscription or
+        equal once rounded, changes nothing there)."""
         if sub.host not in self.subscriptions:
             raise ValueError(f"no host {sub.host!r} in the topology")
         self.subscriptions[sub.host][sub.filter] += 1
-        changed = set()
+        changed: dict[str, list[tuple[Filter, int]]] = {}
         for s, p in self.carriers[sub.host]:
             c = self.counts[s][p]
             f = self._carried(s, p, sub.filter)
             c[f] += 1
             if c[f] == 1:
-                changed.add(s)
+                changed.setdefault(s, []).append((f, p))
         return changed
 
-    def remove(self, sub: Subscription) -> set[str]:
-        """Remove one subscription (KeyError if the host has none equal to it)."""
+    def remove(self, sub: Subscription) -> dict[str, list[tuple[Filter, int]]]:
+        """Remove one subscription (KeyError if the host has none equal to it). Per switch
+        whose filter sets changed, the (filter, port) pairs that went."""
         held = self.subscriptions.get(sub.host)
         if not held or not held[sub.filter]:
             raise KeyError(f"host {sub.host!r} has no subscription {sub.text or sub.filter!r}")
         held[sub.filter] -= 1
         if not held[sub.filter]:
             del held[sub.filter]
-        changed = set()
+        changed: dict[str, list[tuple[Filter, int]]] = {}
         for s, p in self.carriers[sub.host]:
             c = self.counts[s][p]
             f = self._carried(s, p, sub.filter)
             c[f] -= 1
             if not c[f]:
                 del c[f]
-                changed.add(s)
+                changed.setdefault(s, []).append((f, p))
         return changed
 
     def filter_set(self, s: str, p: int) -> list[Filter]:
@@ -162,6 +166,11 @@ class Routing:
         if self.sides[s][p] is None:
             return [TRUE]
         return list(self.counts[s][p])
+
+    def ports_of(self, s: str, f: Filter) -> frozenset[int]:
+        """The ports of s whose filter sets hold `f` (the ports of its rule `f : fwd(...)`)."""
+        return frozenset(p for p, hosts in self.sides[s].items()
+                         if (f == TRUE if hosts is None else f in self.counts[s][p]))
 
     def rules(self, s: str) -> list[Rule]:
         """`F_p^s : fwd(p)` for every port, one rule per distinct filter with all its ports."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 import pytest
 
@@ -27,11 +28,30 @@ def _call(s, key, version, **fields):
     return decode_response(key, version, read_frame(s))[1]
 
 
+def _await_coordinator(s, group: str) -> None:
+    """A fresh Kafka creates __consumer_offsets on the first FindCoordinator and answers
+    COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR until it has loaded; clients retry, so do we."""
+    for _ in range(150):
+        found = _call(s, 10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]
+        if found.error_code == 0:
+            # found, but its partition may still be loading: ask it about the group
+            found = _call(s, 15, 5, groups=[group], include_authorized_operations=False).groups[0]
+            if found.error_code not in (ErrorCode.coordinator_load_in_progress,
+                                        ErrorCode.coordinator_not_available,
+                                        ErrorCode.not_coordinator):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no coordinator for {group}: {found}")
+
+
 def _answers(address: str) -> dict:
     """Every case's answer from the broker at `address`, reduced to what must agree."""
     host, port = address.rsplit(":", 1)
     s = socket.create_connection((host, int(port)), timeout=20)
     topic, group = unique("parity"), unique("pg")
+    groups = group, unique("cg"), unique("kg")
+    for g in groups:
+        _await_coordinator(s, g)
     assert create_topic(s, topic, partitions=2).error_code == 0
     node = _call(s, 3, 12, topics=[{"name": topic, "topic_id": None}],
                  allow_auto_topic_creation=False,
@@ -64,7 +84,7 @@ def _answers(address: str) -> dict:
     out["commit_unknown_group"] = r.topics[0].partitions[0].error_code
     out["delete_groups"] = [r.error_code for r in _call(s, 42, 2, groups_names=[group]).results]
     r = _call(s, 69, 1, group_ids=[group], include_authorized_operations=False)
-    out["cg_describe"] = [(g.error_code, g.error_message.replace(group, "G")) for g in r.groups]
+    out["cg_describe"] = [(g.error_code, g.error_message and g.error_message.replace(group, "G")) for g in r.groups]
     r = _call(s, 68, 1, group_id=group, member_id="m", member_epoch=3, instance_id=None,
               rack_id=None, rebalance_timeout=30000, subscribed_topic_names=None,
               subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
@@ -87,8 +107,8 @@ def _answers(address: str) -> dict:
     p = r.topics[0].partitions[0]
     out["quorum"] = (r.error_code, p.error_code, p.leader_id == node,
                      [v.replica_id == node for v in p.current_voters], list(p.observers))
-    out.update(_classic_group(s, topic, unique("cg")))
-    out.update(_consumer_group(s, topic, unique("kg")))
+    out.update(_classic_group(s, topic, groups[1]))
+    out.update(_consumer_group(s, topic, groups[2]))
     s.close()
     return out
 
@@ -138,7 +158,13 @@ def _consumer_group(s, topic, group) -> dict:
                      subscribed_topic_names=topics, subscribed_topic_regex=None,
                      server_assignor=None, topic_partitions=[] if epoch == 0 else None)
 
-    joined = beat(0, [topic])
+    for _ in range(150):  # a fresh Kafka may still be loading the group's partition
+        joined = beat(0, [topic])
+        if joined.error_code not in (ErrorCode.coordinator_load_in_progress,
+                                     ErrorCode.coordinator_not_available,
+                                     ErrorCode.not_coordinator):
+            break
+        time.sleep(0.2)
     epoch = joined.member_epoch
     return {"k848_join": (joined.error_code, epoch, joined.heartbeat_interval.total_seconds(),
                           sorted(p for tp in joined.assignment.topic_partitions
