@@ -1,8 +1,9 @@
 """Benchmark: the paper's hICN scale point (Table I), 1M exact rules on one field.
 
 Rules `content == ID : fwd(H)`, ID distinct 40-bit identifiers, H one of 200 hosts, fixed seed,
-on p4/hicn/hicn.p4. Two parts (the second printed first), each printing the baseline measured in the same run and the
-ratio (CPU seconds: the machines this runs on are shared, wall time is not comparable):
+on p4/hicn/hicn.p4. Two parts (the second printed first), each printing the baseline measured
+in the same run and the ratio (CPU seconds: the machines this runs on are shared, wall time is
+not comparable):
 
 1. Phase by phase on --rules rules (default 200K), in this process: parsing (the general
    path, one shape split per rule, against the equality-line path), compiling (the general

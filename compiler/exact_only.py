@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
-
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 from compiler import estimate, lowering, tables
 from compiler.ast import Atom, Rule
@@ -106,12 +105,11 @@ class ExactOnly:
     def document(self) -> dict:
         """entries.json (after `prepare`). Entries share their state key and, per port set,
         their parameters."""
-        stage, action, ports_of = self.stages[0], self.actions, self.ports_of
+        stage, values = self.stages[0], self.values
         table, name, root = stage.table, stage.field.name, {"exact": 0}
+        decided = map(self.actions.__getitem__, map(self.ports_of.__getitem__, values))
         entries = [{"table": table, "match": {"state": root, name: {"exact": v}},
-                    "action": act, "params": params}
-                   for v, (act, params) in zip(self.values, map(action.__getitem__,
-                                                                map(ports_of.__getitem__, self.values)))]
+                    "action": act, "params": params} for v, (act, params) in zip(values, decided)]
         return {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
                 "multicast_groups": self.groups}
 
