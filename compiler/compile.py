@@ -287,8 +287,23 @@ def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
     conjunctions = [c for c, _ in items]
     lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
     others = estimate.alternatives(conjunctions, fields)
-    return TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others,
-                                     _alpha_that_fits(rules, fields, max_entries)))
+    text = estimate.explain(predicted, max_entries, conjunctions, lines, others,
+                            _alpha_that_fits(rules, fields, max_entries))
+    split = lanes_mod.partition(items, lambda c: _order_like(fields, c), lanes_mod.AUTO_MAX_LANES)
+    if len(split) > 1:
+        total = sum(lane.entries for lane in split)
+        if total < predicted.entries:
+            text += (f" In lanes (--lanes auto: one diagram per group of rules testing the same "
+                     f"fields, their decisions OR-ed) it would be about {total:,} entries in "
+                     f"{len(split)} lanes" + (", within the budget." if total <= max_entries
+                                             else "."))
+    return TooLarge(text)
+
+
+def _order_like(fields, conjunctions) -> list:
+    """`fields` (one diagram's order) restricted to the fields `conjunctions` test."""
+    tested = {q for c in conjunctions for q in c}
+    return [q for q in fields if q in tested]
 
 
 def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimate.Estimate | None:
