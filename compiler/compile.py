@@ -149,8 +149,9 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             # independently (random 10-field Kafka rule sets estimated at 10^7-10^11 entries
             # compile to a few hundred): build, but stop as soon as the diagram has split more
             # states than the budget has entries (every split state writes at least one).
-            progress = _within_budget(progress, max_entries, len(items),
-                                      lambda: _too_large(items, rules, fields, max_entries, predicted))
+            progress = _within_budget(
+                progress, max_entries, len(items),
+                lambda: _too_large(items, rules, fields, max_entries, predicted))
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
     stages = lowering.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress)
@@ -260,8 +261,8 @@ def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order
         lane_stats.append({"fields": [s.field.name for s in stages],
                            "conjunctions": len(chosen[k].items), "entries": len(lane_entries),
                            "states": len(live), "estimate": chosen[k].entries})
-    groups = ([{"id": app.multicast_group, "replicas": [{"port": p, "rid": 0} for p in sorted(ports)]}]
-              if ports else [])
+    replicas = [{"port": p, "rid": 0} for p in sorted(ports)]
+    groups = [{"id": app.multicast_group, "replicas": replicas}] if ports else []
     pipeline = lowering.pipeline([app], state_width, 1 + max(ports, default=0))
     stats = _stats(rules, len(items), [s for _, st in built for s in st], _per_table(entries),
                    sum(len(r) for r in reachable), state_width, groups, started, predicted)
@@ -340,8 +341,24 @@ def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
     items_conjs = [c for c, _ in items]
     others = sorted((_estimate(items_conjs, e.order) for e in estimate.alternatives(
         [c for c in items_conjs if type(c) is not Wide], fields)), key=lambda e: e.entries)
-    return TooLarge(estimate.explain(predicted, max_entries, conjs, lines, others,
-                                     _alpha_that_fits(rules, fields, max_entries)))
+    text = estimate.explain(predicted, max_entries, conjs, lines, others,
+                            _alpha_that_fits(rules, fields, max_entries))
+    if not any(type(c) is Wide for c in items_conjs):  # lanes do not take wide filters
+        split = lanes_mod.partition(items, lambda c: _order_like(fields, c),
+                                    lanes_mod.AUTO_MAX_LANES)
+        total = sum(lane.entries for lane in split)
+        if len(split) > 1 and total < predicted.entries:
+            text += (f" In lanes (--lanes auto: one diagram per group of rules testing the same "
+                     f"fields, their decisions OR-ed) it would be about {total:,} entries in "
+                     f"{len(split)} lanes" + (", within the budget." if total <= max_entries
+                                             else "."))
+    return TooLarge(text)
+
+
+def _order_like(fields, conjunctions) -> list:
+    """`fields` (one diagram's order) restricted to the fields `conjunctions` test."""
+    tested = {q for c in conjunctions for q in c}
+    return [q for q in fields if q in tested]
 
 
 def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimate.Estimate | None:

@@ -42,7 +42,7 @@ AUTO_MAX_LANES = 64
 class Lane:
     items: list[Item]
     fields: frozenset[QueryField]
-    entries: int  # its estimate
+    entries: int  # its estimate (-1: not estimated, when it is the only lane)
 
 
 def parse_lanes(text: str | int) -> str | int:
@@ -70,6 +70,8 @@ def partition(items: Sequence[Item], order_of: Callable[[list[Conjunction]], lis
     for item in items:
         by_fields.setdefault(frozenset(item[0]), []).append(item)
     always = by_fields.pop(frozenset(), [])  # true for every message: any lane may hold them
+    if len(by_fields) <= 1:  # one lane, whose size the caller's own estimate already knows
+        return [Lane(list(items), frozenset(q for c, _ in items for q in c), -1)]
     groups = sorted(by_fields.items(), key=lambda g: (-len(g[0]), -len(g[1]),
                                                       sorted(q.qname for q in g[0])))
     lanes: list[Lane] = []

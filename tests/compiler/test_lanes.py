@@ -158,3 +158,23 @@ def test_cli_lanes(tmp_path):
                           str(tmp_path / "rules"), "--out", str(tmp_path / "o2"), "--lanes", "x"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and "--lanes takes 'auto'" in bad.stderr
+
+
+def test_a_refusal_says_when_lanes_would_fit():
+    """10,100 one-predicate rules on eight independent attributes: one diagram is refused at
+    once by its estimate, and the message gives the lanes' estimate, within the budget."""
+    from compiler.compile import TooLarge
+    from compiler.spec import parse_spec
+
+    fields = "\n".join(f"    bit<16> a{i};" for i in range(8))
+    pragmas = "\n".join(f"@pragma query_field(ev.a{i})" for i in range(8))
+    spec = parse_spec(f"header ev {{\n{fields}\n}}\n@pragma udp_port(5555)\n{pragmas}\n", name="ev")
+    rng = random.Random(5)
+    # Only `<`: a port's rules on one attribute then never cover it all (with `<` and `>` they
+    # would, and the compiler folds such a port into an always-true decision).
+    rules = parse_rules("\n".join(f"a{rng.randrange(8)} < {rng.randrange(1000)} : "
+                                  f"fwd({rng.randint(1, 200)})" for _ in range(10_100)), spec)
+    with pytest.raises(TooLarge, match=r"--lanes auto.* in 8 lanes, within the budget"):
+        compile_rules(spec, rules, max_entries=1_000_000)
+    c = compile_rules(spec, rules, max_entries=1_000_000, lanes="auto")
+    assert len(c.stats["lanes"]) == 8 and c.stats["entries"]["total"] < 20_000
