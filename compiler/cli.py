@@ -253,7 +253,7 @@ class _Progress:
     def __call__(self, stage: int, done: int) -> None:
         if self.bar is not None:
             self.bar.set_postfix(stage=stage)
-            self.bar.update(min(256, self.bar.total - self.bar.n))
+            self.bar.update(max(0, min(done, self.bar.total) - self.bar.n))
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

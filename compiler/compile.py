@@ -166,6 +166,11 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
 # estimate overrates to finish; short enough that a real blow-up (100K three-field ITCH rules)
 # is refused in seconds.
 TRIAL_WORK = 20_000_000
+# And at most this much CPU time: a split also costs in the intervals it cuts and the states
+# it makes, which the bound above does not see (100 Siena subscriptions on 8 attributes split
+# slowly, with every attribute's intervals in each state's successors, and ran past 100 s).
+# Only a rule set whose estimate is already over the budget runs under it.
+TRIAL_SECONDS = 10.0
 # From this many conjunctions on, an estimate over budget refuses before building: the trial
 # would stop within its first few hundred states anyway, after a costly first split, and
 # with this many conjunctions the intervals the estimate multiplies are mostly realised.
@@ -173,10 +178,12 @@ TRUST_ESTIMATE_AT = 10_000
 
 
 def _within_budget(progress, budget: int, conjunctions: int, refusal):
-    """`progress`, raising `refusal()` once more than `budget` states have split, or the
-    split states times `conjunctions` pass TRIAL_WORK."""
+    """`progress`, raising `refusal()` once more than `budget` states have split, the split
+    states times `conjunctions` pass TRIAL_WORK, or the build has taken TRIAL_SECONDS of CPU."""
+    until = time.process_time() + TRIAL_SECONDS
+
     def guarded(stage: int, split: int) -> None:
-        if split > budget or split * conjunctions > TRIAL_WORK:
+        if split > budget or split * conjunctions > TRIAL_WORK or time.process_time() > until:
             raise refusal()
         if progress is not None:
             progress(stage, split)

@@ -405,7 +405,8 @@ def build(items: Sequence[tuple[Conjunction | Wide, frozenset[int]]], order: Seq
     """The reduced diagram for conjunctions with ports, fields tested in `order`; a `Wide`
     in place of a conjunction is a filter expanded as a formula (compiler.formula).
 
-    `progress`, if given, is called with (stage, states split so far) now and then.
+    `progress`, if given, is called with (stage, states split so far in all stages) every 64
+    splits.
     """
     b = _Builder(order)
     groups: dict[int, set] = {}
@@ -423,11 +424,13 @@ def build(items: Sequence[tuple[Conjunction | Wide, frozenset[int]]], order: Seq
             known.update(ports)
     root = b.state(frozenset(), groups)
     assert root == 0
+    done = 0
     for k in range(len(b.order)):
-        for n, s in enumerate(b.todo.pop(k, ())):
+        for s in b.todo.pop(k, ()):
             b.d.splits[s] = b.split(s, k)
-            if progress and n % 256 == 0:
-                progress(k, n)
+            done += 1
+            if progress and done % 64 == 0:
+                progress(k, done)
     _bypass_redundant(b.d)
     return b.d
 
