@@ -27,8 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's compiler, not an installed one
 
-from compiler.compile import TooLarge, compile_rules, no_cyclic_gc  # noqa: E402
+from compiler.compile import TooLarge, check_size, compile_rules, no_cyclic_gc  # noqa: E402
 from compiler.estimate import DEFAULT_MAX_ENTRIES  # noqa: E402
+from compiler.lanes import parse_lanes  # noqa: E402
 from compiler.rules import parse_rules  # noqa: E402
 from compiler.spec import parse_spec  # noqa: E402
 from pipeline.match_kinds import prefixes  # noqa: E402
@@ -76,6 +77,25 @@ def big_table_rows(subs) -> int:
     return rows
 
 
+def compile_once(spec, rules, lanes) -> tuple[str, int, float]:
+    """(entries or "refused", lanes used, CPU seconds) of one compile under the budget."""
+    t0 = time.process_time()
+    if lanes == 1:
+        # One diagram over budget by the estimate is not built: under 10,000 conjunctions the
+        # compiler would try (and here stop after minutes of splitting; see BENCHMARKS.md).
+        predicted = check_size(spec, rules, None, False, 0)
+        if predicted.entries > DEFAULT_MAX_ENTRIES:
+            return f"over budget (estimate {predicted.entries:.1e})", 0, time.process_time() - t0
+    try:
+        c = compile_rules(spec, rules, max_entries=DEFAULT_MAX_ENTRIES, lanes=lanes)
+    except TooLarge as exc:  # the estimate is over the budget: say so, do not wait
+        said = str(exc).split(" with the field order")[0].split(" in ")[0]
+        return "refused (" + said.removeprefix("the rules would compile to ") + ")", 0, \
+            time.process_time() - t0
+    return f"{c.stats['entries']['total']:,}", len(c.stats.get("lanes", [1])), \
+        time.process_time() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--subs", default="100,1000,5000")
@@ -85,11 +105,14 @@ def main() -> None:
     ap.add_argument("--ops", default="==:0.4,<:0.3,>:0.3")
     ap.add_argument("--zipf", action="store_true", help="Zipf values (default uniform)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--lanes", default="auto", help="the lanes compile's --lanes (default auto)")
     args = ap.parse_args()
+    lanes = parse_lanes(args.lanes)
     ops = {k: float(w) for k, w in (p.split(":") for p in args.ops.split(","))}
     spec = parse_spec(spec_text(args.attributes), name="siena")
-    print(f"{'subs':>6} {'preds':>5} {'camus entries':>14} {'big table rows':>15} "
-          f"{'rows/entries':>12} {'compile CPU s':>13}")
+    print(f"| subs | preds | one diagram: entries | CPU s | lanes: entries | lanes | CPU s "
+          f"| big table rows | rows / lane entries |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in map(int, args.subs.split(",")):
         for k in map(int, args.predicates.split(",")):
             rng = random.Random(args.seed * 1_000_003 + n * 31 + k)
@@ -97,18 +120,11 @@ def main() -> None:
             with no_cyclic_gc():
                 rules = parse_rules(rules_text(rng, subs), spec)
             rows = big_table_rows(subs)
-            t0 = time.process_time()
-            try:
-                c = compile_rules(spec, rules, max_entries=DEFAULT_MAX_ENTRIES)
-            except TooLarge as exc:  # the estimate is over the budget: say so, do not wait
-                said = str(exc).split(" with the field order")[0].removeprefix("the rules would ")
-                print(f"{n:>6} {k:>5} {'refused':>14} {rows:>15} {'':>12} "
-                      f"{time.process_time() - t0:>13.2f}  ({said})")
-                continue
-            cpu = time.process_time() - t0
-            entries = c.stats["entries"]["total"]
-            print(f"{n:>6} {k:>5} {entries:>14} {rows:>15} {rows / max(entries, 1):>12.2f} "
-                  f"{cpu:>13.2f}")
+            one, _, one_cpu = compile_once(spec, rules, 1)
+            split, used, split_cpu = compile_once(spec, rules, lanes)
+            ratio = rows / int(split.replace(",", "")) if used else float("nan")
+            print(f"| {n:,} | {k} | {one} | {one_cpu:.2f} | {split} | {used} | {split_cpu:.2f} "
+                  f"| {rows:,} | {ratio:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

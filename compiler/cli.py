@@ -33,6 +33,12 @@ def register(sub) -> None:
                         "'- RULE' removes one equal to it; each change's time and writes are "
                         "printed, and the outputs are those of the final rule set (identical "
                         "to compiling it from scratch)")
+    p.add_argument("--lanes", metavar="auto|N", default=None,
+                   help="split the rules into up to N groups compiled into separate diagrams "
+                        "whose port bitmaps are OR-ed (rules on independent fields: the sum of "
+                        "their sizes instead of the product); auto: lanes only when the "
+                        "estimate says they are much smaller than one diagram; 1 (default): one "
+                        "diagram")
     p.add_argument("--static", action="store_true",
                    help="one stage per query field with its declared match kind, whatever the "
                         "rules test: the pipeline then serves any rule set (entries change, "
@@ -67,9 +73,14 @@ def cmd_compile(args) -> int:
         from compiler.estimate import DEFAULT_MAX_ENTRIES
 
         budget = DEFAULT_MAX_ENTRIES if args.max_entries is None else args.max_entries
+        from compiler.lanes import parse_lanes
+
+        lanes = 1 if args.lanes is None else parse_lanes(args.lanes)
         if args.changes:
             if args.dot:
                 raise CamusError("--dot draws one compile's diagram: not with --changes")
+            if args.lanes not in (None, "1"):
+                raise CamusError("--changes compiles one diagram: --lanes 1 only")
             changes = read_changes(Path(args.changes), spec)
             with no_cyclic_gc():
                 c = apply_changes(spec, rules, changes, order, args.static, args.changes,
@@ -77,7 +88,7 @@ def cmd_compile(args) -> int:
         else:
             with _Progress() as progress:
                 c = compile_rules(spec, rules, order, progress=progress, static=args.static,
-                                  max_entries=budget, on_estimate=progress.start)
+                                  max_entries=budget, on_estimate=progress.start, lanes=lanes)
         if args.alpha is not None:
             c.stats["alpha"] = alpha_option.parse_alpha(args.alpha, spec)
     except CamusError as exc:
@@ -96,7 +107,10 @@ def cmd_compile(args) -> int:
             from compiler.p4 import write_p4
 
             write_p4(c.pipeline, c.entries, args.out)
-        if args.dot:
+        if args.dot and c.lanes:
+            print(f"camus compile: --dot draws one diagram; these rules compiled to "
+                  f"{len(c.lanes)} lanes (--lanes 1 for one diagram): not drawn", file=sys.stderr)
+        elif args.dot:
             from compiler.tables import state_ids
 
             Path(args.dot).write_text(render(c.diagram, state_ids(c.diagram, c.diagram.reachable(),
@@ -105,7 +119,8 @@ def cmd_compile(args) -> int:
         print(f"camus compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return 2
     st = c.stats
-    print(f"{st['rules']} rules -> {st['entries']['total']} entries, {st['states']} states, "
+    in_lanes = f" in {len(st['lanes'])} lanes" if "lanes" in st else ""
+    print(f"{st['rules']} rules -> {st['entries']['total']} entries{in_lanes}, {st['states']} states, "
           f"{st['multicast_groups']} multicast groups in {st['compile_seconds']:.2f} s; "
           f"wrote {args.out}/pipeline.json, entries.json, stats.json", file=sys.stderr)
     return 0

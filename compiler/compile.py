@@ -10,14 +10,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import diagram, estimate, exact_only, lowering, order, tables
+from compiler import diagram, estimate, exact_only, lanes as lanes_mod, lowering, order, tables
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import CamusError
-from compiler.normalize import dnf
+from compiler import formula
+from compiler.formula import Wide, conjunctions as normal_form, sizing
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
 from pipeline import document, entries as entries_json, interpreter
-from pipeline.model import MAX_PORTS_WIDTH, Application, Pipeline, Stage
+from pipeline.model import MAX_PORTS_WIDTH, Application, Lane, Pipeline, Stage
 
 
 @dataclass
@@ -27,8 +28,26 @@ class Compiled:
     diagram: diagram.Diagram
     stages: list[Stage]
     pipeline: Pipeline
-    entries: dict  # entries.json
+    # entries.json; or, from the exact-only path, what builds it when first read (`entries`)
+    # and writes it without building it (`write_outputs`: 1M hICN rules need no entry objects)
+    _entries: dict | exact_only.ExactOnly
     stats: dict = field(default_factory=dict)
+    # With several lanes: every lane's diagram and stages (`diagram`, `stages`: the first's).
+    lanes: list[tuple[diagram.Diagram, list[Stage]]] = field(default_factory=list)
+
+    @property
+    def entries(self) -> dict:
+        """entries.json as a document."""
+        if not isinstance(self._entries, dict):
+            self._entries = self._entries.document()
+        return self._entries
+
+    def write_entries(self, fh) -> None:
+        """entries.json's text, as `pipeline.entries.write` gives it, onto `fh`."""
+        if isinstance(self._entries, dict):
+            entries_json.write(self._entries, fh)
+        else:
+            self._entries.write(fh)
 
     @property
     def application(self) -> Application:
@@ -47,7 +66,8 @@ class TooLarge(CamusError):
 def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None = None,
                   progress: Callable[[int, int], None] | None = None,
                   static: bool = False, max_entries: int | None = None,
-                  on_estimate: Callable[[estimate.Estimate], None] | None = None) -> Compiled:
+                  on_estimate: Callable[[estimate.Estimate], None] | None = None,
+                  lanes: str | int = 1) -> Compiled:
     """Tables for `rules`. With `static`, the pipeline (stages, match kinds) depends on the
     spec alone: every query field gets a stage with its declared match kind, so any rule set
     compiles to entries for one and the same pipeline.
@@ -57,9 +77,14 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
     raises TooLarge as soon as it has split more states than that (or the entries come out
     over it), with a message saying which fields and rules drive the size and what would
     bring it under. `on_estimate` is
-    given the estimate (a progress bar takes its states as its total)."""
+    given the estimate (a progress bar takes its states as its total).
+
+    `lanes`: 1 compiles one diagram; N (> 1) at most N lanes, diagrams on groups of rules
+    whose decisions are unioned (`compiler.lanes`); "auto" lanes only when the estimate says
+    they are much smaller than one diagram. A static pipeline has one lane."""
     with no_cyclic_gc(), deep_recursion():
-        return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate)
+        return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate,
+                              lanes)
 
 
 @contextlib.contextmanager
@@ -91,20 +116,30 @@ def no_cyclic_gc():
 def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
                    progress: Callable[[int, int], None] | None, static: bool,
                    max_entries: int | None = None,
-                   on_estimate: Callable[[estimate.Estimate], None] | None = None) -> Compiled:
+                   on_estimate: Callable[[estimate.Estimate], None] | None = None,
+                   lanes: str | int = 1) -> Compiled:
     started = time.perf_counter()
     if fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries, on_estimate):
-        return _emit(spec, rules, len(rules), *fast, static, started)  # 1M hICN rules, fast
+        # 1M hICN rules: entries straight from the values, the diagram built only if read
+        return _emit(spec, rules, len(rules), fast.diagram(), fast.stages, fast.predicted,
+                     static, started, fast)
     items = []
     append = items.append
     for rule in rules:
         ports = rule.ports
-        for conj in dnf(rule.filter, rule.line):
+        for conj in normal_form(rule.filter, rule.line):  # or a wide filter whole
             append((conj, ports))
-    fields = order.choose(spec, (c for c, _ in items), field_order, static)
+    fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
+    # Lanes partition conjunctions by the fields they test; a wide filter kept whole as a
+    # formula tests many fields at once, so a rule set holding one compiles as one diagram.
+    if lanes != 1 and not static and not any(type(c) is Wide for c, _ in items):
+        chosen = _choose_lanes(spec, items, fields, field_order, lanes)
+        if chosen is not None:
+            return _compile_lanes(spec, rules, items, chosen, field_order, progress, max_entries,
+                                  on_estimate, started)
     predicted = None
     if max_entries or on_estimate:
-        predicted = estimate.estimate([c for c, _ in items], fields)
+        predicted = _estimate([c for c, _ in items], fields)
         if on_estimate:
             on_estimate(predicted)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
@@ -149,34 +184,119 @@ def _within_budget(progress, budget: int, conjunctions: int, refusal):
 
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
           stages: list[Stage], predicted: estimate.Estimate | None, static: bool,
-          started: float) -> Compiled:
-    reachable = d.reachable()
+          started: float, fast: exact_only.ExactOnly | None = None) -> Compiled:
+    # `fast` (the exact-only path) knows its states and, mostly, its entries without `d`.
+    reachable = None if fast else d.reachable()
+    states = fast.states() if fast else len(reachable)
     app = lowering.application(spec, stages)
-    state_width = tables.state_bits(len(reachable), static)
-    entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
-                                  state_width)
+    state_width = tables.state_bits(states, static)
+    if fast is not None and fast.prepare(app.leaf_table, app.multicast_group, state_width):
+        entries_doc, groups, per_table = fast, fast.groups, fast.per_table()
+    else:
+        entries, groups = tables.emit(d, stages, app.leaf_table, reachable or d.reachable(),
+                                      app.multicast_group, state_width)
+        entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
+                       "multicast_groups": groups}
+        per_table = _per_table(entries)
     ports_width = MAX_PORTS_WIDTH
     if not static:  # a static pipeline has a bit for every port; else up to the highest used
         ports_width = 1 + max((r["port"] for g in groups for r in g["replicas"]), default=0)
     pipeline = lowering.pipeline([app], state_width, ports_width)
-    entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
-                   "multicast_groups": groups}
+    stats = _stats(rules, conjunctions, stages, per_table, states, state_width, groups,
+                   started, predicted)
+    return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
+
+
+def _choose_lanes(spec: Spec, items, fields, field_order, lanes: str | int):
+    """The lanes to compile `items` into, or None for one diagram (`compiler.lanes`)."""
+    def order_of(conjunctions):
+        return order.choose(spec, conjunctions, field_order)
+
+    cap = lanes_mod.AUTO_MAX_LANES if lanes == "auto" else lanes
+    chosen = lanes_mod.partition(items, order_of, cap)
+    if len(chosen) < 2:
+        return None
+    if lanes == "auto":
+        single = estimate.estimate([c for c, _ in items], fields).entries
+        if not lanes_mod.worth_it(single, chosen):
+            return None
+    return chosen
+
+
+def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order,
+                   progress, max_entries: int | None, on_estimate, started: float) -> Compiled:
+    """One diagram per lane, each with its own stages and leaf, one application and group."""
+    kinds = match_kinds(spec, rules)
+    total = sum(lane.entries for lane in chosen)
+    predicted = None
+    if max_entries or on_estimate:
+        predicted = estimate.Estimate([], total, 0)
+        if on_estimate:
+            on_estimate(predicted)
+        if max_entries and total > max_entries and len(items) >= TRUST_ESTIMATE_AT:
+            raise TooLarge(f"the rules would compile to about {total:,} entries in "
+                           f"{len(chosen)} lanes, more than the budget of {max_entries:,} "
+                           f"entries (--max-entries); raise it, or pass --max-entries 0 "
+                           f"to compile regardless")
+    built = []
+    for k, lane in enumerate(chosen):
+        conj = [c for c, _ in lane.items]
+        fields = order.choose(spec, conj, field_order)
+        stages = lowering.stages_for(spec, fields, kinds, lane=k)
+        built.append((diagram.build(lane.items, fields, progress), stages))
+    reachable = [d.reachable() for d, _ in built]
+    state_width = tables.state_bits(max(len(r) for r in reachable))
+    extra = tuple(Lane(tuple(stages), lowering.leaf_table(spec, k))
+                  for k, (_, stages) in enumerate(built) if k)
+    app = lowering.application(spec, built[0][1], extra)
+    entries: list[dict] = []
+    ports: set[int] = set()
+    lane_stats = []
+    for k, ((d, stages), live) in enumerate(zip(built, reachable)):
+        lane_entries, groups = tables.emit(d, stages, lowering.leaf_table(spec, k), live,
+                                           app.multicast_group, state_width)
+        entries += lane_entries
+        ports.update(r["port"] for g in groups for r in g["replicas"])
+        lane_stats.append({"fields": [s.field.name for s in stages],
+                           "conjunctions": len(chosen[k].items), "entries": len(lane_entries),
+                           "states": len(live), "estimate": chosen[k].entries})
+    groups = ([{"id": app.multicast_group, "replicas": [{"port": p, "rid": 0} for p in sorted(ports)]}]
+              if ports else [])
+    pipeline = lowering.pipeline([app], state_width, 1 + max(ports, default=0))
+    stats = _stats(rules, len(items), [s for _, st in built for s in st], _per_table(entries),
+                   sum(len(r) for r in reachable), state_width, groups, started, predicted)
+    stats["lanes"] = lane_stats
+    c = Compiled(spec, list(rules), built[0][0], built[0][1], pipeline,
+                 {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
+                  "multicast_groups": groups}, stats, built)
+    if max_entries and len(entries) > max_entries:
+        raise TooLarge(f"the rules compile to {len(entries):,} entries in {len(chosen)} lanes, "
+                       f"more than the budget of {max_entries:,} entries (--max-entries)")
+    return c
+
+
+def _per_table(entries: list[dict]) -> dict[str, int]:
     per_table: dict[str, int] = {}
     for e in entries:
         per_table[e["table"]] = per_table.get(e["table"], 0) + 1
+    return per_table
+
+
+def _stats(rules, conjunctions: int, stages, per_table: dict[str, int], states: int,
+           state_width: int, groups: list, started: float, predicted) -> dict:
     stats = {
         "rules": len(rules),
         "conjunctions": conjunctions,
         "fields": [s.field.name for s in stages],
-        "entries": {"total": len(entries), "per_table": per_table},
-        "states": len(reachable),
+        "entries": {"total": sum(per_table.values()), "per_table": per_table},
+        "states": states,
         "state_width": state_width,
         "multicast_groups": len(groups),
         "compile_seconds": round(time.perf_counter() - started, 4),
     }
     if predicted is not None:
         stats["estimate"] = {"entries": predicted.entries, "states": predicted.states}
-    return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
+    return stats
 
 
 def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
@@ -185,20 +305,42 @@ def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | N
     go through compile_rules (`--changes`); TooLarge if it is over `max_entries` for a rule
     set of TRUST_ESTIMATE_AT conjunctions or more (smaller ones: see `_compile_rules`)."""
     with deep_recursion():
-        items = [(conj, r.ports) for r in rules for conj in dnf(r.filter, r.line)]
-        fields = order.choose(spec, (c for c, _ in items), field_order, static)
-        predicted = estimate.estimate([c for c, _ in items], fields)
+        items = [(conj, r.ports) for r in rules for conj in normal_form(r.filter, r.line)]
+        fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
+        predicted = _estimate([c for c, _ in items], fields)
         if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
             raise _too_large(items, rules, fields, max_entries, predicted)
         return predicted
 
 
+def _estimate(conjs: list, fields) -> estimate.Estimate:
+    """`estimate.estimate` of the conjunctions, plus each wide filter's own diagram in this
+    field order (`formula.own_size`): the estimate multiplies the intervals of every field a
+    filter's atoms test, which for a formula whose residuals collapse is millions of
+    entries where the diagram has dozens."""
+    wide = [c for c in conjs if type(c) is Wide]
+    if not wide:
+        return estimate.estimate(conjs, fields)
+    est = estimate.estimate([c for c in conjs if type(c) is not Wide], fields)
+    for w in wide:
+        states, entries = formula.own_size(w.filter, fields)
+        est.entries += entries
+        est.states += states
+        est.splits += states
+    return est
+
+
 def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                predicted: estimate.Estimate) -> TooLarge:
-    conjunctions = [c for c, _ in items]
-    lines = [r.line for r in rules for _ in dnf(r.filter, r.line)]  # as `items` lists them
-    others = estimate.alternatives(conjunctions, fields)
-    return TooLarge(estimate.explain(predicted, max_entries, conjunctions, lines, others,
+    conjs, lines = [], []  # a wide filter's atoms each count as one (who uses a field)
+    for r in rules:
+        for c in sizing(normal_form(r.filter, r.line)):
+            conjs.append(c)
+            lines.append(r.line)
+    items_conjs = [c for c, _ in items]
+    others = sorted((_estimate(items_conjs, e.order) for e in estimate.alternatives(
+        [c for c in items_conjs if type(c) is not Wide], fields)), key=lambda e: e.entries)
+    return TooLarge(estimate.explain(predicted, max_entries, conjs, lines, others,
                                      _alpha_that_fits(rules, fields, max_entries)))
 
 
@@ -209,8 +351,8 @@ def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimat
     from compiler.approximate import approximate_rules
 
     for alpha in (10, 100, 1000, 10_000, 100_000, 1_000_000):
-        approx = [c for r in approximate_rules(list(rules), alpha) for c in dnf(r.filter, r.line)]
-        guess = estimate.estimate(approx, fields)
+        guess = _estimate([c for r in approximate_rules(list(rules), alpha)
+                           for c in normal_form(r.filter, r.line)], fields)
         if guess.entries <= max_entries:
             guess.alpha = alpha
             return guess
@@ -218,11 +360,11 @@ def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimat
 
 
 def compile_text(spec_text: str, rules_text: str, field_order: Sequence[str] | None = None,
-                 name: str = "app", static: bool = False) -> Compiled:
+                 name: str = "app", static: bool = False, lanes: str | int = 1) -> Compiled:
     spec = parse_spec(spec_text, name=name)
     with no_cyclic_gc():
         rules = parse_rules(rules_text, spec)
-    return compile_rules(spec, rules, field_order, static=static)
+    return compile_rules(spec, rules, field_order, static=static, lanes=lanes)
 
 
 def compile_files(spec_path: str | Path, rules_path: str | Path,
@@ -268,5 +410,5 @@ def write_outputs(c: Compiled, out: str | Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "pipeline.json").write_text(document.dumps(c.pipeline))
     with open(out / "entries.json", "w") as fh:
-        entries_json.write(c.entries, fh)
+        c.write_entries(fh)
     (out / "stats.json").write_text(json.dumps(c.stats, indent=2) + "\n")

@@ -38,6 +38,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from compiler import formula
+from compiler.formula import Formulas, Wide
 from compiler.intervals import IntervalSet, normalize
 from compiler.normalize import Conjunction
 from compiler.spec import QueryField
@@ -153,6 +155,59 @@ class _Builder:
         self.d = Diagram(self.order)
         self.state_of: dict[Content, int] = {}
         self.todo: dict[int, list[int]] = defaultdict(list)
+        # Wide filters (compiler.formula): hash-consed formulas, made on the first one. A
+        # formula residual has next -1 (it is never a conjunction's last field).
+        self.formulas: Formulas | None = None
+        self.formula_of: dict[int, int] = {}  # residual id -> formula node
+        self.formula_splits: dict[int, list[tuple[int, int, int]]] = {}
+        self.wide_lines: list[int | None] = []  # the wide filters' rule lines
+
+    def wide_residuals(self, f: Wide) -> list[int]:
+        """The residuals of a wide filter: one per disjunct (none if it never holds)."""
+        if self.formulas is None:
+            self.formulas = Formulas(self.order)
+        self.wide_lines.append(f.line)
+        return self.of_node(self.formulas.of_filter(f.filter))
+
+    def of_node(self, n: int) -> list[int]:
+        """Residuals whose disjunction is formula node `n`: an `or` is one residual per
+        disjunct (so that, port by port, its one-field disjuncts merge with the state's
+        other one-field residuals as a normal form's would); a conjunction is a conjunction
+        residual, [0] is TRUE, [] FALSE; any other formula is a formula residual."""
+        forms = self.formulas
+        if n < 0:
+            return [0] if n == -1 else []
+        if forms.kind[n] == "O":
+            return [r for c in forms.arg[n] for r in self.of_node(c)]
+        conj = forms.conjunction(n)
+        if conj is not None:
+            rid = 0
+            for k, ivs in sorted(conj, reverse=True):
+                rid = self.intern(k, ivs, rid)
+            return [rid]
+        key = ("F", n)
+        rid = self.res_key.get(key)
+        if rid is None:
+            rid = self.res_key[key] = len(self.res_head)
+            self.res_head.append(forms.head(n))
+            self.res_ivs.append(())
+            self.res_next.append(-1)
+            self.d.residuals.append(("", (), 0))
+            self.d._texts[rid] = "{" + forms.text(n) + "}"
+            self.formula_of[rid] = n
+        return [rid]
+
+    def formula_split(self, rid: int) -> list[tuple[int, int, list[int]]]:
+        """A formula residual's (lo, hi, next residuals) at its first field, where it may
+        still hold."""
+        out = self.formula_splits.get(rid)
+        if out is None:
+            if len(self.formula_splits) >= formula.MAX_FORMULA_STATES * len(self.wide_lines):
+                raise formula.too_many(self.wide_lines, len(self.formula_splits))
+            out = self.formula_splits[rid] = [
+                (lo, hi, nxt) for lo, hi, n in self.formulas.expand(self.formula_of[rid])
+                if (nxt := self.of_node(n))]
+        return out
 
     def residual(self, conj: Conjunction) -> int:
         rid, res_key = 0, self.res_key
@@ -279,6 +334,13 @@ class _Builder:
         for rid, ports in items:
             if res_head[rid] == k:
                 nxt = res_next[rid]
+                if nxt < 0:  # a wide filter's formula: a successor residual per interval
+                    for lo, hi, after in self.formula_split(rid):
+                        for nxt in after:
+                            starts[lo].append((nxt, ports))
+                            if hi < top:
+                                ends[hi + 1].append((nxt, ports))
+                    continue
                 for lo, hi in res_ivs[rid]:
                     starts[lo].append((nxt, ports))
                     if hi < top:
@@ -286,7 +348,7 @@ class _Builder:
             else:
                 base[rid] = ports
         cuts = sorted(starts.keys() | ends.keys())
-        if cuts[0] != 0:
+        if not cuts or cuts[0] != 0:  # none: a formula false wherever this field leads
             cuts.insert(0, 0)
         # For each residual that follows, how many active items give each port. Only a port
         # appearing or disappearing can change the successor, so only then is it rebuilt.
@@ -338,9 +400,10 @@ class _Builder:
         return Split(k, out)
 
 
-def build(items: Sequence[tuple[Conjunction, frozenset[int]]], order: Sequence[QueryField],
+def build(items: Sequence[tuple[Conjunction | Wide, frozenset[int]]], order: Sequence[QueryField],
           progress=None) -> Diagram:
-    """The reduced diagram for conjunctions with ports, fields tested in `order`.
+    """The reduced diagram for conjunctions with ports, fields tested in `order`; a `Wide`
+    in place of a conjunction is a filter expanded as a formula (compiler.formula).
 
     `progress`, if given, is called with (stage, states split so far) now and then.
     """
@@ -348,6 +411,10 @@ def build(items: Sequence[tuple[Conjunction, frozenset[int]]], order: Sequence[Q
     groups: dict[int, set] = {}
     residual = b.residual
     for conj, ports in items:
+        if type(conj) is Wide:  # a filter kept whole (compiler.formula)
+            for rid in b.wide_residuals(conj):
+                groups.setdefault(rid, set()).update(ports)
+            continue
         rid = residual(conj)
         known = groups.get(rid)
         if known is None:

@@ -4,10 +4,13 @@
 identifier, leading to the union of the ports of the rules that name it. The general path
 gets there too, but through per-rule conjunctions, interned residuals and a sweep over two
 million cut points (about 100 µs a rule). Here the decision diagram is written down directly,
-in the form `diagram.build` gives it for such rules, and the rest of the compile (state ids,
-entries, multicast group, pipeline: `compiler.compile`) is the general one. The entries are
-the same by construction; tests/compiler/test_exact_only.py checks it against the general path
-and the reference evaluator.
+in the form `diagram.build` gives it for such rules, and only when something reads it (`camus
+compile --dot`, tests): the entries come straight from the {value: ports} dictionary, one per
+value, the state ids from the general `tables.state_ids` over the handful of states (the root,
+one leaf per port set, the dead state). The rest of the compile (pipeline, stats:
+`compiler.compile`) is the general one. tests/compiler/test_exact_only.py checks entries,
+diagram, pipeline and stats against the general path, and the tables against the reference
+evaluator.
 
 The diagram for rules `q == v_i : fwd(P_i)`: the root tests q; each distinct value v leads to
 the leaf whose action set is the union of the P_i with v_i = v (leaves with one port set are
@@ -22,12 +25,17 @@ pipeline, a field order given by hand) returns None: the general path compiles i
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Sequence
 
-from compiler import estimate, lowering
+from collections import Counter
+
+from compiler import estimate, lowering, tables
 from compiler.ast import Atom, Rule
 from compiler.diagram import Diagram, Split
-from compiler.spec import Spec
+from compiler.spec import QueryField, Spec
+from pipeline import entries as entries_json
+from pipeline.model import Stage
 
 
 # Off only inside `general_only()`: what the tests and bench/hicn.py compare against.
@@ -45,11 +53,91 @@ def general_only():
         _enabled = was
 
 
+class ExactOnly:
+    """An equality-only, one-field rule set ready to emit: field `q`, {value: union of ports}."""
+
+    def __init__(self, q: QueryField, ports_of: dict[int, frozenset], stages: list[Stage],
+                 predicted: estimate.Estimate | None):
+        self.q, self.ports_of, self.stages, self.predicted = q, ports_of, stages, predicted
+
+    def states(self) -> int:
+        """The diagram's states, all reachable: the root, a leaf per port set, the dead state
+        when some value is named by no rule; one leaf alone when the field folds away."""
+        n, leaves = len(self.ports_of), len(set(self.ports_of.values()))
+        if n > self.q.max_value and leaves == 1:
+            return 1
+        return 1 + leaves + (n <= self.q.max_value)
+
+    def diagram(self) -> Diagram:
+        """The decision diagram, built when first read."""
+        return _OnDemand(lambda: _diagram(self.q, self.ports_of))
+
+    def prepare(self, leaf_table: str, group: int, state_width: int) -> bool:
+        """Ready `document()` and `write()` to give the entries.json `tables.emit` makes from
+        the diagram, when the dead state is the root's default (every wide field: it spans all
+        the values no rule names); False otherwise (a field so narrow that a leaf spans more:
+        the general emit, from the diagram)."""
+        q, ports_of = self.q, self.ports_of
+        gap = q.max_value + 1 - len(ports_of)  # values no rule names: the dead state's span
+        if not gap:
+            return False
+        # The states as the diagram numbers them up to order (ids hash their meaning alone):
+        # root 0, dead 1, then the leaves; their ids as tables.state_ids gives them.
+        span = Counter(ports_of.values())
+        sets = list(span)
+        states = Diagram([q], [(frozenset(), frozenset())] * 2 + [(p, frozenset()) for p in sets])
+        leaf_of = {p: 2 + i for i, p in enumerate(sets)}
+        ids = tables.state_ids(states, list(range(len(states.contents))), bits=state_width)
+        if any((span[p], -ids[leaf_of[p]]) > (gap, -ids[1]) for p in sets):
+            return False
+        # The dead default needs no entry: one exact entry per value, in value order, on the
+        # root (id 0), deciding the value's leaf right there.
+        leaves = {leaf_of[p]: p for p in sets}
+        bitmaps: dict = {}
+        self.actions = {p: tables.decision(leaf_of[p], ids, leaves, bitmaps) for p in sets}
+        self.values = sorted(ports_of)
+        used = sorted(frozenset().union(*sets))
+        self.groups = [{"id": group, "replicas": [{"port": p, "rid": 0} for p in used]}]
+        return True
+
+    def per_table(self) -> dict[str, int]:
+        return {self.stages[0].table: len(self.values)}
+
+    def document(self) -> dict:
+        """entries.json (after `prepare`). Entries share their state key and, per port set,
+        their parameters."""
+        stage, action, ports_of = self.stages[0], self.actions, self.ports_of
+        table, name, root = stage.table, stage.field.name, {"exact": 0}
+        entries = [{"table": table, "match": {"state": root, name: {"exact": v}},
+                    "action": act, "params": params}
+                   for v, (act, params) in zip(self.values, map(action.__getitem__,
+                                                                map(ports_of.__getitem__, self.values)))]
+        return {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
+                "multicast_groups": self.groups}
+
+    def write(self, fh) -> None:
+        """`document()` as entries.write writes it, without building it: an entry's text
+        (`json.dumps`) is the same around every value but for the action, so each line is
+        put together from pieces rather than encoded."""
+        stage = self.stages[0]
+        head = '  {"table": %s, "match": {"state": {"exact": 0}, %s: {"exact": ' % (
+            json.dumps(stage.table), json.dumps(stage.field.name))
+        tails = {p: '}}, "action": %s, "params": %s}' % (json.dumps(a), json.dumps(params))
+                 for p, (a, params) in self.actions.items()}
+        ports_of, values = self.ports_of, self.values
+
+        def text(start: int, stop: int) -> str:
+            return ",\n".join([head + str(v) + tails[ports_of[v]] for v in values[start:stop]])
+
+        entries_json.write_parts(entries_json.ENTRIES_VERSION, len(values), text, self.groups, fh)
+
+
 def diagram_for(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
                 static: bool, max_entries: int | None = None,
-                on_estimate: Callable[[estimate.Estimate], None] | None = None):
-    """(diagram, stages, estimate or None) for an equality-only, one-field rule set; None for
-    any other, and for one over `max_entries` (the general path refuses it, saying why)."""
+                on_estimate: Callable[[estimate.Estimate], None] | None = None
+                ) -> ExactOnly | None:
+    """An ExactOnly for an equality-only, one-field rule set; None for any other, and for
+    one over `max_entries` (the general path refuses it, saying why)."""
     ports_of = _ports_by_value(rules, static, field_order)
     if ports_of is None:
         return None
@@ -59,16 +147,32 @@ def diagram_for(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | 
     n_entries = len(ports_of) + (2 * len(ports_of) > q.max_value)
     if max_entries and n_entries > max_entries:
         return None
-    d = _diagram(q, ports_of)
-    # The diagram is exact, so its size is known before any entry is built: it is the estimate
-    # (the root, the leaves and the dead state are all reachable).
-    predicted = estimate.Estimate([q], entries=n_entries, states=len(d.contents), splits=1) \
-        if max_entries or on_estimate else None
-    if on_estimate:
-        on_estimate(predicted)
     # Every atom is a full-width equality, so every query field is an exact one.
     kinds = {f.qname: "exact" for f in spec.query_fields.values()}
-    return d, lowering.stages_for(spec, [q], kinds), predicted
+    fast = ExactOnly(q, ports_of, lowering.stages_for(spec, [q], kinds), None)
+    if max_entries or on_estimate:
+        # The diagram is exact, so its size is known before any entry is built: it is the
+        # estimate (the root, the leaves and the dead state are all reachable).
+        fast.predicted = estimate.Estimate([q], entries=n_entries, states=fast.states(),
+                                           splits=1)
+        if on_estimate:
+            on_estimate(fast.predicted)
+    return fast
+
+
+class _OnDemand(Diagram):
+    """A Diagram that builds itself from `build()` the first time one of its fields is read
+    (a million-value diagram costs seconds and hundreds of MB that a compile writing entries
+    straight from the values never needs)."""
+
+    def __init__(self, build: Callable[[], Diagram]):  # the fields come from build()
+        self.__dict__["_build"] = build
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or "_build" not in self.__dict__:
+            raise AttributeError(name)
+        self.__dict__.update(vars(self.__dict__.pop("_build")()))
+        return getattr(self, name)
 
 
 def _ports_by_value(rules: Sequence[Rule], static: bool, field_order):

@@ -45,9 +45,9 @@ from compiler import intervals as iv
 from compiler import lowering, order
 from compiler.ast import And, Atom, Not, Or, Rule
 from compiler.diagram import _Builder, port_list
-from compiler.errors import CamusError
+from compiler.errors import CamusError, RuleError
+from compiler.formula import FORMULA_AT, Wide, conjunctions
 from compiler.id_space import IdSpace
-from compiler.normalize import dnf
 from compiler.rules import deep_recursion
 from compiler.spec import QueryField, Spec
 from compiler.tables import (decision, default_entry, default_successor, interval_entries,
@@ -418,6 +418,19 @@ def ranged_fields(f) -> set[str]:
     return out
 
 
+def _conjunctions(rule: Rule) -> list:
+    """The rule's normal form; RuleError for a filter too wide for one, which only a
+    from-scratch compile takes (as a formula, `compiler.formula`): this compiler patches
+    states made of conjunctions."""
+    conjs = conjunctions(rule.filter, rule.line)
+    if conjs and type(conjs[0]) is Wide:
+        raise RuleError(f"this filter may have more than {FORMULA_AT} alternatives in normal "
+                        "form: the incremental compiler takes only filters below that (a "
+                        "from-scratch compile takes it; or split it into several rules)",
+                        rule.line or None, 1)
+    return conjs
+
+
 def rule_key(rule: Rule) -> tuple:
     """What a rule means (its filter and ports), whatever its line and text."""
     return rule.filter, rule.ports
@@ -447,7 +460,7 @@ class Incremental:
         key = rule_key(rule)
         conjs = self.conjs.get(key)
         if conjs is None:
-            conjs = dnf(rule.filter, rule.line)
+            conjs = _conjunctions(rule)
         if sign > 0:
             self.rules.setdefault(key, []).append(rule)
             self.conjs[key] = conjs
@@ -595,7 +608,7 @@ class Incremental:
                     raise CamusError(f"no such rule to remove: {r.text or r.filter}",
                                      r.line or None)
             for r in added:
-                dnf(r.filter, r.line)  # RuleError before anything changes
+                _conjunctions(r)  # RuleError before anything changes
             edits = [(r, sign, self._remember(r, sign))
                      for rules, sign in ((removed, -1), (added, +1)) for r in rules]
             layout = self._layout()

@@ -17,18 +17,24 @@ def _field(q) -> model.Field:
     return model.Field(q.qname, q.bit_offset, q.width, q.kind, q.ascii)
 
 
-def stages_for(spec: Spec, order, kinds: dict[str, str]) -> list[model.Stage]:
+def stages_for(spec: Spec, order, kinds: dict[str, str], lane: int = 0) -> list[model.Stage]:
+    """The stages testing fields `order` in turn; lanes after the first (`lane` k > 0) name
+    their tables `{app}_l{k}_{field}`."""
     names = [q.name for q in spec.query_fields.values()]
     out = []
     for q in order:
         base = q.name if names.count(q.name) == 1 else q.qname.replace(".", "_")
-        table = f"{spec.name}_{base}"
+        table = f"{spec.name}_{_lane_prefix(lane)}{base}"
         out.append(model.Stage(table, f"{table}_default", _field(q), kinds[q.qname]))
     return out
 
 
-def leaf_table(spec: Spec) -> str:
-    return f"{spec.name}_leaf"
+def _lane_prefix(lane: int) -> str:
+    return f"l{lane}_" if lane else ""
+
+
+def leaf_table(spec: Spec, lane: int = 0) -> str:
+    return f"{spec.name}_{_lane_prefix(lane)}leaf"
 
 
 def _header(h: Header, bit_offset: int | None = None) -> model.Header:
@@ -36,7 +42,9 @@ def _header(h: Header, bit_offset: int | None = None) -> model.Header:
                         bit_offset)
 
 
-def application(spec: Spec, stages: list[model.Stage]) -> model.Application:
+def application(spec: Spec, stages: list[model.Stage],
+                lanes: tuple[model.Lane, ...] = ()) -> model.Application:
+    """The application; `stages` are its first lane's, `lanes` the ones after it."""
     headers, offset = [], 0
     for h in spec.message_headers:
         headers.append(_header(h, offset))
@@ -50,7 +58,8 @@ def application(spec: Spec, stages: list[model.Stage]) -> model.Application:
     fields = {q.qname: _field(q) for q in spec.query_fields.values()}
     return model.Application(spec.name, spec.udp_port, spec.framing,
                              _header(spec.packet_header) if spec.packet_header else None, message,
-                             fields, tuple(stages), leaf_table(spec), group_id(spec.name))
+                             fields, tuple(stages), leaf_table(spec), group_id(spec.name),
+                             tuple(lanes))
 
 
 def pipeline(apps: list[model.Application], state_width: int = STATIC_STATE_BITS,

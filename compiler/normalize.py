@@ -21,11 +21,17 @@ MAX_DISJUNCTS = 100_000
 
 
 def dnf(f: Filter, line: int | None = None) -> list[Conjunction]:
-    if type(f) is And:  # the most common filter: straight to its conjunction
-        conj = _atoms_conjunction(f.items)
-        if conj is not None:
-            return conj
+    conj = plain_conjunction(f)
+    if conj is not None:
+        return conj
     return _dnf(f, False, line)
+
+
+def plain_conjunction(f: Filter) -> list[Conjunction] | None:
+    """dnf(f) for the most common filter, an `and` of atoms, straight; None for any other."""
+    if type(f) is And:
+        return _atoms_conjunction(f.items)
+    return None
 
 
 def _dnf(f: Filter, negated: bool, line: int | None) -> list[Conjunction]:

@@ -61,27 +61,32 @@ def split_rules(text: str) -> list[tuple[str, int, int]]:
     """Rule texts with the (line, column) of their first character; comments removed."""
     out = []
     for lineno, line in enumerate(text.split("\n"), start=1):
-        if "#" not in line and ";" not in line:  # quotes only matter around ';' and '#'
-            seg = line.strip()
-            if seg:
-                out.append((seg, lineno, len(line) - len(line.lstrip()) + 1))
-            continue
-        start, quote = 0, None
-        for i, ch in enumerate(line + "\n"):
-            # An unclosed quote ends at the end of the line: the rule is kept, and the lexer
-            # reports the stray quote (a rule is never silently swallowed).
-            if quote and ch != "\n":
-                if ch == quote:
-                    quote = None
-            elif ch in "\"'":
-                quote = ch
-            elif ch in ";#\n":
-                seg = line[start:i]
-                if seg.strip():
-                    out.append((seg.strip(), lineno, start + len(seg) - len(seg.lstrip()) + 1))
-                if ch == "#":
-                    break
-                start = i + 1
+        out += line_rules(line, lineno)
+    return out
+
+
+def line_rules(line: str, lineno: int) -> list[tuple[str, int, int]]:
+    """`split_rules` of one line (without its newline), numbered `lineno`."""
+    if "#" not in line and ";" not in line:  # quotes only matter around ';' and '#'
+        seg = line.strip()
+        return [(seg, lineno, len(line) - len(line.lstrip()) + 1)] if seg else []
+    out = []
+    start, quote = 0, None
+    for i, ch in enumerate(line + "\n"):
+        # An unclosed quote ends at the end of the line: the rule is kept, and the lexer
+        # reports the stray quote (a rule is never silently swallowed).
+        if quote and ch != "\n":
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in ";#\n":
+            seg = line[start:i]
+            if seg.strip():
+                out.append((seg.strip(), lineno, start + len(seg) - len(seg.lstrip()) + 1))
+            if ch == "#":
+                break
+            start = i + 1
     return out
 
 

@@ -11,6 +11,13 @@ fifteen seconds) and parses each rule *shape* once: constants are cut out of the
 shape with numbered slots is parsed and cached, and each rule instantiates its shape with its
 own constants (still type-checked one by one, with their own positions). A shape that fails
 to parse is parsed again from the original text, so syntax errors point at the real column.
+
+A line that is exactly one rule `field == N : fwd(P)` with decimal constants (the paper's hICN
+workload: a million of them) skips even the shape split: one regular expression reads it, and
+once a line of its field and operator has gone the general way, the constants are checked
+against the field's width and the ports looked up in the same cache the general path fills.
+Anything it has not seen work (a first line, a constant too wide, a new port) goes the
+general way, which builds the same rule or reports the same error.
 """
 
 from __future__ import annotations
@@ -24,8 +31,11 @@ from typing import NamedTuple
 
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import RuleError
-from compiler.normalize import MAX_DISJUNCTS, size_bound
-from compiler.rule_syntax import MAX_NESTING, Parser, Token, split_rules, tokenize
+from compiler import formula
+from compiler.formula import FORMULA_AT
+from compiler.normalize import size_bound
+from compiler.rule_syntax import KEYWORDS, MAX_NESTING, Parser, Token, line_rules, split_rules, \
+    tokenize
 from compiler.rule_typing import Compare, RuleTyper
 from compiler.spec import QueryField, Spec
 
@@ -41,6 +51,45 @@ _CONSTANT = re.compile(r"""
 # The lookahead only says what every branch starts with; it lets the search skip ahead.
 _SPLIT = re.compile("((?=[\"'0-9])(?:" + _CONSTANT.pattern + "))", re.VERBOSE).split
 
+# A whole line holding one rule `field == N : fwd(P)` (or `=`): group 1 the rule's text,
+# 2 the field, 3 the operator, 4 the constant, 5 the port. Only spaces and tabs around the
+# tokens (and a carriage return at the end), which the lexer skips and strip() removes.
+_EQUALITY_LINE = re.compile(r"""[ \t]*(
+    ([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?) [ \t]* (==?) [ \t]* ([0-9]+)
+    [ \t]* : [ \t]* fwd [ \t]* \( [ \t]* ([0-9]+) [ \t]* \) )[ \t\r]*""", re.VERBOSE).fullmatch
+
+
+# The parser's hot paths fill a node's slots directly: a frozen dataclass's __setattr__
+# refuses, and its __init__ costs a generic call per field (millions of rules: seconds).
+_new = object.__new__
+_ATOM_SLOTS = tuple(getattr(Atom, f).__set__
+                    for f in ("field", "op", "value", "prefix_len", "line", "column"))
+_RULE_SLOTS = tuple(getattr(Rule, f).__set__ for f in ("filter", "ports", "line", "text"))
+_set_items = {cls: cls.items.__set__ for cls in (And, Or)}
+
+
+def _atom(field: QueryField, op: str, value: int, prefix_len: int | None, line: int,
+          column: int) -> Atom:
+    a = _new(Atom)
+    s_field, s_op, s_value, s_prefix_len, s_line, s_column = _ATOM_SLOTS
+    s_field(a, field)
+    s_op(a, op)
+    s_value(a, value)
+    s_prefix_len(a, prefix_len)
+    s_line(a, line)
+    s_column(a, column)
+    return a
+
+
+def _rule(filt: Filter, ports: frozenset[int], line: int, text: str) -> Rule:
+    r = _new(Rule)
+    s_filter, s_ports, s_line, s_text = _RULE_SLOTS
+    s_filter(r, filt)
+    s_ports(r, ports)
+    s_line(r, line)
+    s_text(r, text)
+    return r
+
 
 class _Fallback(Exception):
     """A rule the shape's fast instantiation does not handle: take the general path."""
@@ -55,7 +104,7 @@ def parse_rules(text: str, spec: Spec, source: str | None = None) -> list[Rule]:
     text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
     builder = _RuleBuilder(spec, source)
     with deep_recursion():
-        return [builder.rule(seg, line, col) for seg, line, col in split_rules(text)]
+        return builder.rules(text)
 
 
 @contextlib.contextmanager
@@ -115,6 +164,36 @@ class _RuleBuilder:
         self.plain: set[tuple[QueryField, str]] = set()  # (field, op) that took a decimal
         self.bounds: dict[str, int] = {}  # shape -> normalize.size_bound of its filters
 
+    def rules(self, text: str) -> list[Rule]:
+        """Every rule of a rules text, in order; equality lines the quick way (see "Speed")."""
+        out: list[Rule] = []
+        append = out.append
+        # (field name, operator) -> (field, op, most digits, max value) once a line of it has
+        # been typed the general way with a plain decimal constant
+        typed: dict[tuple[str, str], tuple[QueryField, str, int, int]] = {}
+        port_sets = self.port_sets
+        for lineno, line in enumerate(text.split("\n"), start=1):
+            m = _EQUALITY_LINE(line)
+            if m is not None:
+                name, op, value, port = m.group(2, 3, 4, 5)
+                known = typed.get((name, op))
+                ports = port_sets.get(port)
+                if known is not None and ports is not None and len(value) <= known[2] \
+                        and (v := int(value)) <= known[3]:
+                    append(_rule(_atom(known[0], known[1], v, None, lineno, m.start(4) + 1),
+                                 ports, lineno, m.group(1)))
+                    continue
+                append(self.rule(m.group(1), lineno, m.start(1) + 1))
+                if known is None and name not in KEYWORDS:
+                    q = self.typer.lookup(name)
+                    canonical = "==" if op == "=" else op
+                    if q is not None and (q, canonical) in self.plain:
+                        typed[name, op] = (q, canonical, len(str(q.max_value)), q.max_value)
+                continue
+            for seg, _, col in line_rules(line, lineno):
+                append(self.rule(seg, lineno, col))
+        return out
+
     def rule(self, text: str, line: int, column: int) -> Rule:
         if "\x00" in text:  # the shape's slot marker: never valid in a rule's own text
             raise RuleError("unexpected character '\\x00'", line, column + text.index("\x00"),
@@ -146,15 +225,14 @@ class _RuleBuilder:
             self.slot_columns, self.line, self.column, self.origin = \
                 slot_columns, line, column, plan.column
             rule = Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text)
-        # A filter whose normal form may be too large is refused here, at parse time, with
-        # its position, never later by the compiler. The bound depends on the shape only.
+        # A filter whose normal form may be too large compiles as a formula (compiler.formula);
+        # one whose diagram would still be too large is refused here, at parse time, with its
+        # position, never later by the compiler. The bound depends on the shape only.
         bound = self.bounds.get(shape)
         if bound is None:
             bound = self.bounds[shape] = size_bound(rule.filter)
-        if bound > MAX_DISJUNCTS:
-            raise RuleError(f"this filter may expand to more than {MAX_DISJUNCTS} alternatives "
-                            "in disjunctive normal form (each 'and' of 'or's multiplies "
-                            "them); split it into several rules", line, column, self.source)
+        if bound > FORMULA_AT:
+            formula.check(rule.filter, line, column, self.source)
         return rule
 
     def fast(self, f, port_tokens: list[Token], slot_columns: list[int]):
@@ -168,7 +246,6 @@ class _RuleBuilder:
         slots = tuple(int(t.value) for t in port_tokens)
         one = slots[0] if len(slots) == 1 else None  # `fwd(p)`: the text alone is the key
         port_sets = self.port_sets
-        new = object.__new__
 
         def instantiate(consts, ends, line, column, text):
             filt = build(consts, ends, line, column)
@@ -178,10 +255,7 @@ class _RuleBuilder:
                 toks = [Token(_constant_type(consts[i]), consts[i], line, column + ends[2 * i])
                         for i in slots]
                 ports = port_sets[key] = self.ports(toks, toks)
-            rule = new(Rule)
-            d = rule.__dict__
-            d["filter"], d["ports"], d["line"], d["text"] = filt, ports, line, text
-            return rule
+            return _rule(filt, ports, line, text)
 
         return instantiate
 
@@ -192,36 +266,32 @@ class _RuleBuilder:
             i, q, op = int(f.constant.value), f.field, f.op
             start = 2 * i
             known = self.converted.setdefault((q, op), {})
-            new = object.__new__
 
             def atom(consts, ends, line, column):
                 value = known.get(consts[i])
                 if value is None:
                     value = self._convert(q, op, consts[i])
-                a = new(Atom)
-                d = a.__dict__
-                d["field"], d["op"], d["value"], d["prefix_len"], d["line"], d["column"] = \
-                    q, op, value[0], value[1], line, column + ends[start]
-                return a
+                return _atom(q, op, value[0], value[1], line, column + ends[start])
             return atom
         if isinstance(f, (And, Or)):
             items = [self._fast_filter(i) for i in f.items]
             if None in items:
                 return None
-            cls, new = type(f), object.__new__
+            cls = type(f)
+            set_items = _set_items[cls]
             if len(items) == 2:  # the usual `a and b`
                 first, second = items
 
                 def pair(consts, ends, line, column):
-                    j = new(cls)
-                    j.__dict__["items"] = (first(consts, ends, line, column),
-                                           second(consts, ends, line, column))
+                    j = _new(cls)
+                    set_items(j, (first(consts, ends, line, column),
+                                  second(consts, ends, line, column)))
                     return j
                 return pair
 
             def junction(consts, ends, line, column):
-                j = new(cls)
-                j.__dict__["items"] = tuple([g(consts, ends, line, column) for g in items])
+                j = _new(cls)
+                set_items(j, tuple([g(consts, ends, line, column) for g in items]))
                 return j
             return junction
         if isinstance(f, Not):

@@ -4,6 +4,8 @@
 pipeline if the target does not already run it, and writes DIR/entries.json as the
 difference to what the target holds. For camus's software switch the P4Info is derived from
 DIR/pipeline.json; for bmv2 pass p4c's outputs with `--p4info` and `--device-config`.
+`--fabric` (DIR is NET/switches/S of `camus net compile`) adds switch S's fabric control
+plane (`controller.fabric_p4`), for bmv2 running the fabric program (docs/routing.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import grpc
 
 from controller.p4runtime_client import DEFAULT_TARGET, ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push
+from p4rt.index import UnknownName
+from p4rt.values import BadValue
 from pipeline import document
 from pipeline.entries import ENTRIES_VERSION
 
@@ -39,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--p4info", metavar="FILE", help="P4Info written by p4c (text or binary); for bmv2")
     p.add_argument("--device-config", metavar="FILE",
                    help="device config written by p4c (bmv2: the JSON from p4c-bm2-ss); with --p4info")
+    p.add_argument("--fabric", action="store_true",
+                   help="DIR is NET/switches/S of `camus net compile`: also write S's fabric control "
+                        "plane (up ports, member list, groups with physical up ports), for a target "
+                        "running the fabric program (p4c's P4Info of `camus net compile --p4`)")
     p.add_argument("--batch", type=int, default=500, metavar="N", help="updates per WriteRequest (default 500)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-RPC timeout in seconds")
     p.set_defaults(func=run_push)
@@ -58,6 +66,18 @@ def run_push(args: argparse.Namespace) -> int:
                    else {"camus_entries": ENTRIES_VERSION})
         # Checked here, so that a stale or broken directory fails before anything is written.
         document.from_json(json.loads((Path(args.pipeline) / "pipeline.json").read_text()))
+        if args.fabric:
+            from controller.fabric_p4 import switch_entries
+            from controller.topology import Topology
+
+            switch_dir = Path(args.pipeline).resolve()
+            net = switch_dir.parent.parent / "network.json"
+            if switch_dir.parent.name != "switches" or not net.exists():
+                raise ValueError(f"--fabric: {args.pipeline} is not NET/switches/S of `camus net compile`")
+            topo = Topology.from_json(json.loads(net.read_text()))
+            if switch_dir.name not in topo.ports:
+                raise ValueError(f"--fabric: {net} has no switch {switch_dir.name!r}")
+            entries = switch_entries(topo, switch_dir.name, entries)
     except (OSError, ValueError) as exc:
         print(f"camus controller push: {exc}", file=sys.stderr)
         return 2
@@ -78,5 +98,8 @@ def run_push(args: argparse.Namespace) -> int:
     except grpc.RpcError as exc:
         print(f"camus controller push: {args.target}: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1
+    except (UnknownName, BadValue) as exc:  # checked against the target's P4Info before any write
+        print(f"camus controller push: {args.target}: the entries do not fit its P4Info: {exc}", file=sys.stderr)
+        return 2
     print(f"{args.target}: {report}")
     return 0

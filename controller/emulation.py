@@ -1,10 +1,14 @@
 """`camus net up`: a compiled network as real processes, namespaces and links in Mininet.
 
-Each switch is one `camus switch serve --fabric` process in the root namespace (a Mininet
-`Switch` whose start and stop are ours, not Open vSwitch's), bound to its Mininet interfaces
-as its numbered ports, started with the pipeline only and then programmed over P4Runtime by
-this controller (`controller.push`, the difference to what it holds: everything, the first
-time). Hosts are Mininet hosts, each in its own network namespace with one interface, so a
+Each switch is one process in the root namespace (a Mininet `Switch` whose start and stop are
+ours, not Open vSwitch's), bound to its Mininet interfaces as its numbered ports, started
+without entries and then programmed over P4Runtime by this controller (`controller.push`,
+the difference to what it holds: everything, the first time). The process is bmv2's
+`simple_switch_grpc` running the generated program's fabric variant (compiled once by
+`p4c-bm2-ss`; the controller also writes each switch's fabric control plane,
+`controller.fabric_p4`) where both tools are on PATH (`switch="auto"` or `"bmv2"`), and
+otherwise `camus switch serve --fabric UP_PORTS` (camus's software switch, which takes the
+fabric's egress decisions itself). Hosts are Mininet hosts, each in its own network namespace with one interface, so a
 publisher and subscribers are ordinary programs on hosts (`controller.host_io` sends and
 captures frames there).
 
@@ -30,15 +34,34 @@ import threading
 import time
 from pathlib import Path
 
-from controller.p4runtime_client import P4RuntimeClient
+import grpc
+
+from controller.p4runtime_client import ArbitrationError, P4RuntimeClient
 from controller.push import TargetConfig, push
 from controller.topology import Topology
 
 DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 
 
+BMV2_TOOLS = ("p4c-bm2-ss", "simple_switch_grpc")
+
+
 class EmulationError(RuntimeError):
     """Mininet is missing or unusable here, or a switch did not come up."""
+
+
+def bmv2_missing() -> str | None:
+    """None if p4c-bm2-ss and simple_switch_grpc are both on PATH, else what is missing."""
+    missing = [t for t in BMV2_TOOLS if shutil.which(t) is None]
+    return f"{' and '.join(missing)} not on PATH" if missing else None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def import_mininet():
@@ -69,7 +92,14 @@ def usable() -> str | None:
 class Emulation:
     """The network of DIR (written by `camus net compile`) up in Mininet."""
 
-    def __init__(self, net_dir: str | Path, impl: str = "native"):
+    def __init__(self, net_dir: str | Path, impl: str = "native", switch: str = "auto"):
+        """`switch`: "bmv2", "camus" (the software switch), or "auto": bmv2 where available."""
+        if switch not in ("auto", "bmv2", "camus"):
+            raise ValueError(f"switch must be auto, bmv2 or camus, not {switch!r}")
+        if switch == "bmv2" and bmv2_missing():
+            raise EmulationError(f"bmv2 asked for, but {bmv2_missing()}")
+        self.bmv2 = switch == "bmv2" or (switch == "auto" and bmv2_missing() is None)
+        self.bmv2_config = None  # (P4Info path, bmv2 JSON path) once compiled
         self.dir = Path(net_dir)
         doc = json.loads((self.dir / "network.json").read_text())
         self.topo = Topology.from_json(doc)
@@ -126,6 +156,9 @@ class Emulation:
             raise
 
     def _serve(self, s: str, node) -> None:
+        if self.bmv2:
+            self._serve_bmv2(s, node)
+            return
         d = self.work / s
         d.mkdir(parents=True, exist_ok=True)
         shutil.copy(self.dir / "switches" / s / "pipeline.json", d / "pipeline.json")
@@ -154,10 +187,77 @@ class Emulation:
             raise EmulationError(f"switch {s} did not start: {(self.work / f'{s}.log').read_text()}")
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # drain what follows
         self.p4rt[s] = address
+        self.program(s)
+
+    def program(self, s: str) -> None:
+        """Make switch `s` hold DIR/switches/s/entries.json (over P4Runtime, the difference to
+        what it holds): as it is on camus's switch, with the fabric control plane on bmv2."""
         entries = json.loads((self.dir / "switches" / s / "entries.json").read_text())
-        with P4RuntimeClient(address, 1, 1, 20.0) as client:
+        if self.bmv2:
+            from controller.fabric_p4 import switch_entries
+
+            config, entries = TargetConfig.from_files(*self._compile_bmv2()), switch_entries(self.topo, s, entries)
+        else:
+            config = TargetConfig.software_switch(self.dir / "switches" / s)
+        with P4RuntimeClient(self.p4rt[s], 1, 1, 20.0) as client:
             client.arbitrate()
-            push(client, TargetConfig.software_switch(self.dir / "switches" / s), entries)
+            push(client, config, entries)
+
+    def _compile_bmv2(self) -> tuple[Path, Path]:
+        """The fabric program for every switch, compiled once by p4c-bm2-ss."""
+        if self.bmv2_config is None:
+            from compiler.p4 import write_p4
+            from pipeline import document
+
+            d = self.work / "bmv2"
+            pipeline = json.loads((self.dir / "switches" / self.topo.switches[0] / "pipeline.json").read_text())
+            write_p4(document.from_json(pipeline), None, d, fabric=True)
+            info, program = d / "p4c.p4info.txtpb", d / "program.json"
+            done = subprocess.run(["p4c-bm2-ss", "--arch", "v1model", "--p4runtime-files", str(info),
+                                   "-o", str(program), str(d / "program.p4")], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise EmulationError(f"p4c-bm2-ss refused the fabric program: {done.stderr[-2000:]}")
+            self.bmv2_config = (info, program)
+        return self.bmv2_config
+
+    def _serve_bmv2(self, s: str, node) -> None:
+        self._compile_bmv2()
+        grpc_port, thrift_port = _free_port(), _free_port()
+        cmd = ["simple_switch_grpc", "--device-id", "1", "--no-p4", "--thrift-port", str(thrift_port)]
+        for port in self.topo.ports[s]:
+            cmd += ["-i", f"{port}@{node.name}-eth{port}"]
+            subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{node.name}-eth{port}.disable_ipv6=1"],
+                           capture_output=True)
+        cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+        log = open(self.work / f"{s}.log", "w")
+        self.procs[s] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.p4rt[s] = f"127.0.0.1:{grpc_port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if self.procs[s].poll() is not None:
+                raise EmulationError(f"bmv2 for switch {s} exited: {(self.work / f'{s}.log').read_text()[-2000:]}")
+            try:
+                self.program(s)
+                break
+            except (grpc.RpcError, ArbitrationError) as exc:  # not listening yet
+                if time.monotonic() > deadline:
+                    raise EmulationError(f"bmv2 for switch {s} did not take its pipeline: {exc}") from None
+                time.sleep(0.5)
+
+    def push_entries(self, s: str) -> None:
+        """Switch `s`, running, to the entries DIR/switches/S/entries.json holds now (a change
+        rewrote them: `camus net serve --mininet`); only the difference is written."""
+        entries = json.loads((self.dir / "switches" / s / "entries.json").read_text())
+        if self.bmv2:
+            from controller.fabric_p4 import switch_entries
+
+            info, program = self._compile_bmv2()
+            config, entries = TargetConfig.from_files(info, program), switch_entries(self.topo, s, entries)
+        else:
+            config = TargetConfig.software_switch(self.dir / "switches" / s)
+        with P4RuntimeClient(self.p4rt[s], 1, 1, 20.0) as client:
+            client.arbitrate()
+            push(client, config, entries)
 
     def _stop_switch(self, s: str) -> None:
         proc = self.procs.pop(s, None)

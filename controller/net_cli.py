@@ -17,6 +17,7 @@ from pathlib import Path
 from compiler.errors import CamusError
 
 DEFAULT_TREE = "mst++"
+KAFKA_SPEC = Path(__file__).resolve().parent.parent / "p4" / "kafka" / "kafka.p4"  # the broker's
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="round constants on ports that lead to switches to multiples of N "
                         "(default 1: exact)")
     c.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    c.add_argument("--p4", action="store_true",
+                   help="also write each switch's P4 program (the fabric variant, for bmv2), "
+                        "P4Info and P4Runtime entries (docs/routing.md)")
     c.set_defaults(func=cmd_compile)
 
     r = sub.add_parser("run", help="run pcaps through a compiled network in this process",
@@ -86,10 +90,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     u.add_argument("--settle", type=float, default=2.0, metavar="S",
                    help="seconds to wait after the last frame is sent (default 2)")
     u.add_argument("--impl", choices=("native", "python"), default="native")
+    u.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="auto",
+                   help="each switch's process: bmv2 (simple_switch_grpc running the fabric "
+                        "program, compiled by p4c-bm2-ss), camus (camus switch serve --fabric), "
+                        "or auto (default): bmv2 where both tools are on PATH")
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop what `camus net up --net DIR` started")
     _net_option(d)
     d.set_defaults(func=cmd_down)
+
+    sv = sub.add_parser("serve", help="a network's controller for brokers on its hosts "
+                                      "(camus serve --target fabric://...)",
+                        description="Run the network in this process with no subscriptions; host "
+                                    "brokers (`camus serve --target fabric://LISTEN?host=H`) "
+                                    "publish theirs and send produced records into their host's "
+                                    "access switch over loopback UDP; copies go to the brokers "
+                                    "of the hosts they reach (docs/routing.md).")
+    where = sv.add_mutually_exclusive_group(required=True)
+    where.add_argument("--topology", metavar="fattree:K", help="a k-ary fat tree, e.g. fattree:4")
+    where.add_argument("--graph", metavar="FILE", help="a graph file: `A B` links, `host H A`")
+    sv.add_argument("--tree", choices=("mst", "mst++"), default=DEFAULT_TREE)
+    sv.add_argument("--policy", choices=("mr", "tr"), default="tr")
+    sv.add_argument("--alpha", type=_positive, default=1, metavar="N")
+    sv.add_argument("--listen", default=None, metavar="HOST:PORT|unix:PATH",
+                    help="the control API, JSON lines over TCP or a Unix socket (default "
+                         "127.0.0.1, any free port; with --mininet, a Unix socket in a "
+                         "temporary directory, which the hosts' namespaces reach)")
+    sv.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
+                    help="address of the hosts' UDP sockets (default 127.0.0.1)")
+    sv.add_argument("--state", metavar="DIR", help="keep the topic numbers in DIR/topics.json")
+    sv.add_argument("--impl", choices=("native", "python"), default="native")
+    sv.add_argument("--mininet", action="store_true",
+                    help="the network in Mininet (root): switches as camus switch serve "
+                         "processes programmed over P4Runtime, brokers on the hosts "
+                         "(their target: fabric:///SOCKET?host=H&io=iface:IFACE)")
+    sv.set_defaults(func=cmd_serve)
 
 
 def _net_option(p: argparse.ArgumentParser) -> None:
@@ -141,6 +176,10 @@ def cmd_compile(args) -> int:
         # What `camus net change` reads the network back with.
         Path(args.out, f"{spec.name}.p4").write_bytes(Path(args.spec).read_bytes())
         write_subscriptions(Path(args.out) / "subscriptions.txt", subs)
+        if args.p4:
+            from controller.fabric_p4 import write_switches
+
+            write_switches(args.out)
     except OSError as exc:
         print(f"camus net compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
         return 2
@@ -229,7 +268,10 @@ def cmd_up(args) -> int:
         print("camus net up: error: --inject needs --out-dir", file=sys.stderr)
         return 2
     try:
-        emulation = Emulation(args.net, args.impl)
+        emulation = Emulation(args.net, args.impl, args.switch)
+    except EmulationError as exc:
+        print(f"camus net up: error: {exc}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, KeyError) as exc:
         print(f"camus net up: error: cannot load {args.net}: {exc}", file=sys.stderr)
         return 2
@@ -287,6 +329,69 @@ def cmd_down(args) -> int:
         time.sleep(0.25)
     print(f"camus net down: process {pid} did not stop in 30 s", file=sys.stderr)
     return 1
+
+
+def cmd_serve(args) -> int:
+    import logging
+    import signal
+    import threading
+
+    from compiler.spec import load_spec
+    from controller.fabric_service import FabricService
+    from controller.network import Network
+    from controller.topology import TopologyError
+
+    import shutil
+    import tempfile
+
+    from controller.emulation import Emulation, EmulationError
+
+    work = Path(tempfile.mkdtemp(prefix="camus-net-serve-")) if args.mininet else None
+    listen = args.listen or (f"unix:{work / 'fabric.sock'}" if work else "127.0.0.1:0")
+    if listen.startswith("unix:"):
+        address = listen[5:]
+    else:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit():
+            print(f"camus net serve: error: --listen {listen!r}: expected HOST:PORT or unix:PATH",
+                  file=sys.stderr)
+            return 2
+        address = (host, int(port))
+    emulation = service = None
+    try:
+        topo = load_topology(args)
+        net = Network(load_spec(KAFKA_SPEC), topo, [], args.policy, args.alpha, args.tree)
+        if work is not None:
+            net.write(work / "net")
+            emulation = Emulation(work / "net", args.impl)
+            emulation.start()
+        service = FabricService(net, address, args.bind, Path(args.state) if args.state else None,
+                                args.impl, emulation, work / "net" if work else None).start()
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        where = service.address if isinstance(service.address, str) else "%s:%d" % service.address
+        print(f"camus: fabric controller on {where} ({len(topo.switches)} switches, "
+              f"{len(topo.hosts)} hosts: {', '.join(sorted(topo.hosts))})", flush=True)
+        if emulation is not None:  # how to reach each host: its namespace and interface
+            for h in topo.hosts:
+                node = emulation.host(h)
+                print(f"host {h} pid {node.pid} iface {node.name}-eth0", flush=True)
+            print("ready", flush=True)
+        while not stop.wait(0.5):
+            pass
+        return 0
+    except (OSError, TopologyError, CamusError, EmulationError) as exc:
+        print(f"camus net serve: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if service is not None:
+            service.close()
+        if emulation is not None:
+            emulation.stop()
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def write_subscriptions(path: Path, subs) -> None:
@@ -359,6 +464,10 @@ def cmd_change(args) -> int:
     try:
         net.write(d, only=touched)
         write_subscriptions(d / "subscriptions.txt", subs)
+        from controller.fabric_p4 import has_p4, write_switches
+
+        if has_p4(d):  # compiled with --p4: the touched switches' P4Runtime entries follow
+            write_switches(d, only=touched)
     except OSError as exc:
         print(f"camus net change: error: cannot write {d}: {exc}", file=sys.stderr)
         return 2

@@ -45,6 +45,11 @@ from typing import Any
 from controller.diff import Changes
 
 NO_INDEX = 0xFFFF_FFFF  # a copy whose input frame the target does not know
+INGRESS_PORT = 0  # frames of records produced to this broker
+# Frames for this broker's own endpoints only: a new view's replay of its source, records
+# that came from the network. A fabric target keeps them here; to every other target it is
+# one more ingress port (the Kafka pipeline does not read it).
+LOCAL_INGRESS = 510
 
 
 class TargetError(Exception):
@@ -113,9 +118,31 @@ class Target(abc.ABC):
     def close(self) -> None:
         """Release what the target holds (connections, threads); the embedded one holds none."""
 
+    # A target joined to a network of switches (`controller.fabric_target`) overrides these;
+    # for every other target the broker is alone.
+
+    def carries(self, topic_number: int) -> bool:
+        """Whether records of this topic go somewhere besides this broker's endpoints (so
+        the data path sends them even when no endpoint of its own wants them)."""
+        return False
+
+    def topic_number(self, name: str) -> int | None:
+        """The number topic `name` is to carry in the Kafka header; None: the broker numbers
+        its topics itself."""
+        return None
+
+    def subscribed(self, rules: list) -> None:
+        """The endpoint rules (`compiler.ast.Rule`, one per endpoint) the target's entries
+        were compiled from, after each committed change."""
+
+    def set_arrivals(self, fn: Callable[[list[bytes]], None]) -> None:
+        """Where frames that entered elsewhere and were delivered to this broker go: `fn`
+        gets them in arrival order, on the broker's event loop."""
+
 
 KNOWN = ("embedded:native, embedded:python, switch[:IMPL], switch-veth[:IMPL], bmv2, "
-         "p4runtime://HOST:PORT?io=udp:INGRESS_HOST:INGRESS_PORT,EGRESS_HOST:BASE")
+         "p4runtime://HOST:PORT?io=udp:INGRESS_HOST:INGRESS_PORT,EGRESS_HOST:BASE, "
+         "fabric://HOST:PORT?host=H, fabric:///SOCKET?host=H&io=iface:NAME")
 
 
 def check_spec(spec: str) -> tuple[str, str]:
@@ -135,6 +162,9 @@ def check_spec(spec: str) -> tuple[str, str]:
 
         parse_p4runtime(spec)
         return kind, spec
+    if kind == "fabric":
+        parse_fabric(spec)
+        return kind, spec
     raise ValueError(f"unknown target {spec!r} (known: {KNOWN})")
 
 
@@ -152,8 +182,15 @@ def open_target(spec: str) -> Target:
       frames to IHOST:IPORT, port N's copies from EHOST:BASE+N (`camus switch serve
       --ingress udp:IHOST:IPORT --egress-range udp:EHOST:BASE`); `io=iface:PREFIX,PORTS`
       reads and writes interfaces PREFIX0..PREFIX{PORTS-1}; `device=` and `election=` set
-      the P4Runtime device and election ids."""
+      the P4Runtime device and election ids;
+    - "fabric://HOST:PORT?host=H[&impl=IMPL]": host H of the network whose controller
+      (`camus net serve`) listens at HOST:PORT (`controller.fabric_target`)."""
     kind, arg = check_spec(spec)
+    if kind == "fabric":
+        from controller.fabric_target import FabricTarget
+
+        address, host, impl, iface = parse_fabric(arg)
+        return FabricTarget(address, host, impl, iface)
     if kind == "embedded":
         from controller.embedded import EmbeddedTarget
 
@@ -161,3 +198,42 @@ def open_target(spec: str) -> Target:
     from controller.remote_spec import open_remote
 
     return open_remote(kind, arg)
+
+
+def parse_fabric(spec: str) -> tuple[tuple[str, int] | str, str, str, str | None]:
+    """(controller address: (host, port) or a Unix socket's path, network host, switch
+    implementation, interface or None) of `fabric://HOST:PORT?host=H[&impl=IMPL]` or
+    `fabric:///PATH?host=H[&impl=IMPL][&io=iface:NAME]`; ValueError saying what is wrong."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from switch.dataplane import IMPLEMENTATIONS
+
+    url = urlsplit(spec)
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    address: tuple[str, int] | str | None = None
+    if url.scheme == "fabric" and url.hostname and port is not None:
+        address = (url.hostname, port)
+    elif url.scheme == "fabric" and not url.netloc and url.path.startswith("/"):
+        address = url.path
+    if address is None:
+        raise ValueError(f"{spec!r}: expected fabric://HOST:PORT?host=H or "
+                         "fabric:///SOCKET_PATH?host=H")
+    query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+    unknown = set(query) - {"host", "impl", "io"}
+    if unknown:
+        raise ValueError(f"{spec!r}: unknown parameter(s) {', '.join(sorted(unknown))} "
+                         "(known: host, impl, io)")
+    iface = None
+    if "io" in query:
+        kind, _, iface = query["io"].partition(":")
+        if kind != "iface" or not iface:
+            raise ValueError(f"io={query['io']!r}: expected iface:NAME")
+    if not query.get("host"):
+        raise ValueError(f"{spec!r}: host= names this broker's host in the network")
+    impl = query.get("impl", "native")
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"impl= takes one of {', '.join(IMPLEMENTATIONS)}")
+    return address, query["host"], impl, iface

@@ -47,3 +47,13 @@ def p4_table_name(ir_table: str, egress_table: str) -> str:
     """The P4 name of an IR table: `CamusIngress.T`, the egress table in `CamusEgress`."""
     return f"{EGRESS if ir_table == egress_table else INGRESS}.{ir_table}"
 
+
+# The fabric variant's own tables (compiler/p4/fabric.py, docs/routing.md), in declaration
+# order: (table, keys as (P4 expression, match kind, control-plane name, bitwidth), its one
+# action, that action's (parameter, bitwidth)). Both are in CamusIngress.
+FABRIC_TABLES = (
+    ("fabric_port", (("standard_metadata.ingress_port", "exact", "ingress_port", 9),),
+     "fabric_port_config", (("from_up", 1), ("up_ports", 32))),
+    ("fabric_up_member", (("meta.fabric_up_index", "exact", "up_index", 16),),
+     "set_up_port", (("port", 9),)),
+)

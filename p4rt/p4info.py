@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from p4rt.ids import p4c_id_map, shortest_unique_suffixes
 from p4rt.match_kinds import KINDS
-from p4rt.names import EGRESS, INGRESS, TABLE_SIZE, p4_table_name
+from p4rt.names import EGRESS, FABRIC_TABLES, INGRESS, TABLE_SIZE, p4_table_name
 from p4rt.protos import p4info_pb2
 from pipeline.model import PORT_WIDTH, Pipeline
 
@@ -38,7 +38,7 @@ PREFIX = p4info_pb2.P4Ids
 # The program's actions in the order p4c's P4Info lists them: NoAction, then each control's
 # actions as compiler/p4/controls.py declares them (tests/p4/test_p4c_ids.py checks this).
 ACTION_ORDER = ("NoAction", f"{INGRESS}.drop", f"{INGRESS}.set_state", f"{INGRESS}.fwd", f"{INGRESS}.mcast",
-                f"{EGRESS}.set_udp_port")
+                *(f"{INGRESS}.{action}" for _, _, action, _ in FABRIC_TABLES), f"{EGRESS}.set_udp_port")
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,21 @@ def _p4_action(ir_action: str, in_egress: set[str]) -> str:
     return f"{EGRESS if ir_action in in_egress else INGRESS}.{ir_action}"
 
 
-def _program(pipeline: Pipeline) -> _Program:
+def _fabric_tables() -> list[_Table]:
+    return [_Table(f"{INGRESS}.{name}", name, tuple((n, width, kind) for _, kind, n, width in keys),
+                   (f"{INGRESS}.{action}",))
+            for name, keys, action, _ in FABRIC_TABLES]
+
+
+def _program(pipeline: Pipeline, fabric: bool = False) -> _Program:
     tables = _ir_tables(pipeline)
     in_egress = set(pipeline.tables[pipeline.egress_table].actions)
     actions = {_p4_action(a.name, in_egress): [(p.name, p.width) for p in a.params]
                for a in pipeline.actions.values()}
+    if fabric:  # declared after the IR's ingress tables, before the egress control
+        at = next(i for i, t in enumerate(tables) if t.name.startswith(f"{EGRESS}."))
+        tables[at:at] = _fabric_tables()
+        actions.update({f"{INGRESS}.{action}": list(params) for _, _, action, params in FABRIC_TABLES})
     actions["NoAction"] = []
     taken: set[int] = set()
     return _Program(tables, actions, p4c_id_map(PREFIX.TABLE, [t.name for t in tables], taken),
@@ -126,13 +136,14 @@ def _add_counters(info: p4info_pb2.P4Info, tables: list[str]) -> None:
         c.size = sizes[name]
 
 
-def program_p4info(pipeline: Pipeline) -> p4info_pb2.P4Info:
-    """The P4Info p4c writes for the program `compiler.p4.emit_program(pipeline)` (whatever
-    its MoldUDP64 slot count: slots add no table or action): its
+def program_p4info(pipeline: Pipeline, fabric: bool = False) -> p4info_pb2.P4Info:
+    """The P4Info p4c writes for the program `compiler.p4.emit_program(pipeline, fabric=...)`
+    (whatever its MoldUDP64 slot count: slots add no table or action; the fabric variant adds
+    `FABRIC_TABLES`): its
     ids, its aliases (shortest unique suffixes), `@defaultonly` on default-only references,
     core.p4's annotation on NoAction, an empty `type_info`, and only the architecture in
     `pkg_info` (the program has no @pkginfo)."""
-    program = _program(pipeline)
+    program = _program(pipeline, fabric)
     aliases = shortest_unique_suffixes([t.name for t in program.tables] + list(program.actions))
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = "v1model"

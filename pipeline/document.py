@@ -23,6 +23,7 @@ from pipeline.model import (
     Field,
     Header,
     HeaderField,
+    Lane,
     Message,
     Pipeline,
     PipelineError,
@@ -41,6 +42,11 @@ def _header_json(h: Header) -> dict:
     return d
 
 
+def _stages_json(stages) -> list[dict]:
+    return [{"table": s.table, "default_table": s.default_table, "field": s.field.name,
+             "match_kind": s.match_kind} for s in stages]
+
+
 def application_json(app: Application) -> dict:
     msg = app.message
     message = {"headers": [_header_json(h) for h in msg.headers], "bytes": msg.bytes,
@@ -48,7 +54,7 @@ def application_json(app: Application) -> dict:
     if msg.type_field:
         message["type_field_offset"] = msg.type_field.bit_offset
         message["type_field_width"] = msg.type_field.width
-    return {
+    doc = {
         "name": app.name,
         "udp_port": app.udp_port,
         "framing": app.framing,
@@ -56,11 +62,14 @@ def application_json(app: Application) -> dict:
         "message": message,
         "fields": {q: {"bit_offset": f.bit_offset, "width": f.width, "declared": f.declared, "ascii": f.ascii}
                    for q, f in app.fields.items()},
-        "stages": [{"table": s.table, "default_table": s.default_table, "field": s.field.name,
-                    "match_kind": s.match_kind} for s in app.stages],
+        "stages": _stages_json(app.stages),
         "leaf_table": app.leaf_table,
         "multicast_group": app.multicast_group,
     }
+    if app.lanes:  # only written when there is more than one lane
+        doc["lanes"] = [{"stages": _stages_json(lane.stages), "leaf_table": lane.leaf_table}
+                        for lane in app.lanes]
+    return doc
 
 
 def to_json(p: Pipeline) -> dict:
@@ -148,8 +157,23 @@ def _application(app: Any, index: int) -> Application:
         types = tuple(_need(message, "types", list, f"{where}.message"))
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in types):
             raise PipelineError(f"{where}: message.types must be integers")
+    stages = _stages(_need(app, "stages", list, where), declared, message_bytes, where)
+    lanes = []
+    for k, lane in enumerate(_need(app, "lanes", list, where) if "lanes" in app else [],
+                               start=1):
+        lwhere = f"{where}.lanes[{k - 1}]"
+        lanes.append(Lane(_stages(_need(lane, "stages", list, lwhere), declared, message_bytes,
+                                  lwhere), _need(lane, "leaf_table", str, lwhere)))
+    return Application(name, udp_port, framing, packet_header,
+                       Message(headers, message_bytes, type_field, types), fields, stages,
+                       _need(app, "leaf_table", str, where), _need(app, "multicast_group", int, where),
+                       tuple(lanes))
+
+
+def _stages(docs: list, declared: dict[str, Field], message_bytes: int,
+            where: str) -> tuple[Stage, ...]:
     stages = []
-    for i, s in enumerate(_need(app, "stages", list, where)):
+    for i, s in enumerate(docs):
         swhere = f"{where}.stages[{i}]"
         fname = _need(s, "field", str, swhere)
         if fname not in declared:
@@ -160,9 +184,7 @@ def _application(app: Any, index: int) -> Application:
         _check_field(declared[fname], message_bytes, swhere)
         stages.append(Stage(_need(s, "table", str, swhere), _need(s, "default_table", str, swhere),
                             declared[fname], kind))
-    return Application(name, udp_port, framing, packet_header,
-                       Message(headers, message_bytes, type_field, types), fields, tuple(stages),
-                       _need(app, "leaf_table", str, where), _need(app, "multicast_group", int, where))
+    return tuple(stages)
 
 
 def from_json(doc: Any) -> Pipeline:
@@ -171,7 +193,9 @@ def from_json(doc: Any) -> Pipeline:
         raise PipelineError("pipeline.json must be a JSON object")
     version = doc.get("camus_ir")
     if version != IR_VERSION:
-        raise PipelineError(f"camus_ir {version!r} is not supported (this camus reads {IR_VERSION})")
+        raise PipelineError(f"camus_ir {version!r} is not supported (this camus reads {IR_VERSION}; "
+                            f"recompile the rules with this camus to get a version {IR_VERSION} "
+                            f"pipeline.json)")
     state_width = _need(doc, "state_width", int, "pipeline")
     if not 1 <= state_width <= MAX_STATE_WIDTH:
         raise PipelineError(f"state_width {state_width} not in 1..{MAX_STATE_WIDTH}")

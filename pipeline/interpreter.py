@@ -6,7 +6,9 @@ state alone), looks them up, and walks an application's stages the way docs/pipe
 says every target must: from state 0, each stage looks up (state, field value), then the
 state alone in its default table, a miss in both keeping the state; `fwd`/`mcast` decide at
 once, else the leaf table decides; `mcast(ports)` replicates through the application's
-multicast group and keeps the replicas whose port's bit is set. `camus eval` runs it on JSON messages (`load`), the
+multicast group and keeps the replicas whose port's bit is set. An application with several
+lanes walks each the same way from state 0, and the message's replicas are the union of every
+lane's decision's (`decisions`, `replicas_of`). `camus eval` runs it on JSON messages (`load`), the
 reference switch on packets (it counts hits and misses by overriding `lookup`).
 """
 
@@ -62,10 +64,27 @@ class Tables:
         return self.tables[table].lookup(state, value)
 
     def decide(self, app: Application, value: Callable[[Field], int]) -> Result | None:
-        """The deciding (action, parameter) for a message whose field values `value` gives."""
+        """The deciding (action, parameter) of the application's first lane (its only one, for
+        a one-lane application) for a message whose field values `value` gives."""
+        return self.walk(app.stages, app.leaf_table, value)
+
+    def decisions(self, app: Application, value: Callable[[Field], int]) -> list[Result]:
+        """Every lane's decision (lanes that decide nothing left out), in lane order."""
+        if not app.lanes:
+            hit = self.walk(app.stages, app.leaf_table, value)
+            return [] if hit is None else [hit]
+        out = []
+        for lane in app.all_lanes:
+            hit = self.walk(lane.stages, lane.leaf_table, value)
+            if hit is not None:
+                out.append(hit)
+        return out
+
+    def walk(self, stages, leaf_table: str, value: Callable[[Field], int]) -> Result | None:
+        """One lane's walk: its stages from state 0, then its leaf."""
         state = 0
         lookup = self.lookup
-        for stage in app.stages:
+        for stage in stages:
             hit = lookup(stage.table, state, value(stage.field))
             if hit is None:
                 hit = lookup(stage.default_table, state)
@@ -74,7 +93,7 @@ class Tables:
             if hit[0] != "set_state":
                 return hit  # fwd/mcast decide: later stages and the leaf are skipped
             state = hit[1]
-        return lookup(app.leaf_table, state)
+        return lookup(leaf_table, state)
 
     def replicas(self, app: Application, decision: Result | None) -> tuple[tuple[int, int], ...]:
         """The (port, rid) replicas of a decision: fwd's port; for mcast, the replicas of the
@@ -86,9 +105,17 @@ class Tables:
             return ((param, 0),)
         return tuple(r for r in self.groups.get(app.multicast_group, ()) if param >> r[0] & 1)
 
+    def replicas_of(self, app: Application,
+                    decisions: list[Result]) -> tuple[tuple[int, int], ...]:
+        """The union of the replicas of several lanes' decisions, in ascending order."""
+        if len(decisions) == 1:
+            return self.replicas(app, decisions[0])
+        return tuple(sorted({r for d in decisions for r in self.replicas(app, d)}))
+
     def ports(self, app: Application, values: dict[str, int]) -> frozenset[int]:
         """The port set the tables give a message with these field values (by header.field)."""
-        return frozenset(p for p, _ in self.replicas(app, self.decide(app, lambda f: values[f.name])))
+        return frozenset(p for p, _ in self.replicas_of(
+            app, self.decisions(app, lambda f: values[f.name])))
 
 
 def load(pipeline: Pipeline, entries: dict) -> Tables:

@@ -11,13 +11,18 @@ groups and replica ids 16 bits), so the P4 program, its P4Info and every target 
 same limits. Two widths are the pipeline's own: the state's (`state_width`, sized by the
 compiler to the states it needs) and the port bitmap's (`ports_width`: bit p of an `mcast`
 decision selects port p, so it is one more than the highest port a rule names).
+
+An application's stages form one or more *lanes* (IR 3): each lane is a field-ordered walk of
+its own from state 0 with its own tables and leaf, and a message's port set is the union of
+what every lane decides. Rules on independent fields then take one small diagram per group
+of fields instead of one diagram whose size is the product of theirs (`compiler.lanes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-IR_VERSION = 2
+IR_VERSION = 3
 FRAMINGS = ("single", "moldudp64")
 MOLDUDP64_HEADER_BYTES = 20
 MAX_FIELD_WIDTH = 64
@@ -132,6 +137,14 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Lane:
+    """A lane after the first: its own ordered stages and leaf table (docs/pipeline-ir.md)."""
+
+    stages: tuple[Stage, ...]
+    leaf_table: str
+
+
+@dataclass(frozen=True)
 class Application:
     name: str
     udp_port: int
@@ -144,6 +157,19 @@ class Application:
     # The one multicast group an `mcast(ports)` decision replicates through: a group reaching
     # every port the application's rules name; egress keeps the copies whose bit is set.
     multicast_group: int
+    # The lanes after the first (whose stages and leaf are `stages` and `leaf_table`): each
+    # walks from state 0 on its own; the message's port set is the union of their decisions.
+    lanes: tuple[Lane, ...] = ()
+
+    @property
+    def all_lanes(self) -> tuple[Lane, ...]:
+        """Every lane, the first (`stages`, `leaf_table`) included, in walk order."""
+        return (Lane(self.stages, self.leaf_table),) + self.lanes
+
+    @property
+    def all_stages(self) -> tuple[Stage, ...]:
+        """Every stage of every lane, in walk order."""
+        return tuple(s for lane in self.all_lanes for s in lane.stages)
 
     @property
     def message_bytes(self) -> int:
@@ -192,11 +218,12 @@ def tables(state_width: int, applications: tuple[Application, ...], ipv4_table: 
     state = Key("state", state_width, "exact")
     out = []
     for app in applications:
-        for st in app.stages:
-            out.append(Table(st.table, STAGE, (state, Key(st.field.name, st.field.width, st.match_kind)),
-                             ROLE_ACTIONS[STAGE], st.field))
-            out.append(Table(st.default_table, DEFAULT, (state,), ROLE_ACTIONS[DEFAULT]))
-        out.append(Table(app.leaf_table, LEAF, (state,), ROLE_ACTIONS[LEAF]))
+        for lane in app.all_lanes:
+            for st in lane.stages:
+                out.append(Table(st.table, STAGE, (state, Key(st.field.name, st.field.width, st.match_kind)),
+                                 ROLE_ACTIONS[STAGE], st.field))
+                out.append(Table(st.default_table, DEFAULT, (state,), ROLE_ACTIONS[DEFAULT]))
+            out.append(Table(lane.leaf_table, LEAF, (state,), ROLE_ACTIONS[LEAF]))
     out.append(Table(ipv4_table, IPV4, (Key(IPV4_DST.name, IPV4_WIDTH, "lpm"),), ROLE_ACTIONS[IPV4], IPV4_DST))
     out.append(Table(egress_table, EGRESS, (Key("egress_port", PORT_WIDTH, "exact"),
                                             Key("egress_rid", RID_WIDTH, "exact")), ROLE_ACTIONS[EGRESS]))
@@ -242,8 +269,10 @@ class Pipeline:
     def application_of(self, table: str) -> Application | None:
         """The application whose stage, default or leaf table `table` is (None: ipv4, egress)."""
         for app in self.applications:
-            if table == app.leaf_table or any(table in (s.table, s.default_table) for s in app.stages):
-                return app
+            for lane in app.all_lanes:
+                if table == lane.leaf_table or any(table in (s.table, s.default_table)
+                                                   for s in lane.stages):
+                    return app
         return None
 
     def application_for_port(self, udp_port: int) -> Application | None:

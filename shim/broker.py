@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from compiler.estimate import DEFAULT_MAX_ENTRIES
 from controller.target import open_target
 from shim import compaction
 from shim.datapath import DataPath, Delivered
@@ -38,7 +39,7 @@ from shim.group_coordinator import Coordinator, Group
 from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
-from shim.protocol.records import Codec, RecordBatch, decode_batches, encode_batch
+from shim.protocol.records import Codec, Record, RecordBatch, decode_batches, encode_batch
 from shim.schema import describe_source
 from shim.security.acl import AclStore, Authorizer
 from shim.security.listeners import Security
@@ -67,6 +68,7 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     metrics: tuple[str, int] | None = None  # serve Prometheus metrics at this address
     security: Security = field(default_factory=Security)  # listeners, TLS, SASL, ACLs
+    max_entries: int = DEFAULT_MAX_ENTRIES  # the switch's entry budget (shim.approximation)
 
 
 class Broker:
@@ -74,8 +76,10 @@ class Broker:
         self.config = config
         if config.data_dir:
             config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.datapath = DataPath(open_target(config.target))
-        self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults)
+        self.datapath = DataPath(open_target(config.target), config.max_entries)
+        self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults,
+                               self.datapath.target.topic_number)
+        self.datapath.set_arrivals(self._from_network)
         self.coordinator = Coordinator(self._assignments_changed)
         self.consumer_groups = ConsumerGroups(self._assignments_changed, self._partition_count,
                                               lambda: [t.name for t in self.catalog])
@@ -356,9 +360,11 @@ class Broker:
 
     # --- produce ----------------------------------------------------------------------
 
-    def append(self, topic: Topic, partition: int, raw: bytes, batches: list[RecordBatch]) -> int:
+    def append(self, topic: Topic, partition: int, raw: bytes, batches: list[RecordBatch],
+               from_network: bool = False) -> int:
         """Assign offsets to the batches in `raw`, store them (all or, with StorageError,
-        none) and deliver their records; the base offset."""
+        none) and deliver their records; the base offset. `from_network`: records the
+        network delivered (a fabric target), delivered to this broker's endpoints only."""
         lg = self.logs[(topic.name, partition)]
         base = offset = lg.next_offset
         stored, pos = [], 0
@@ -371,7 +377,7 @@ class Broker:
         lg.append_all(stored)
         for b, (data, last, _) in zip(batches, stored):
             first = last - b.last_offset_delta
-            self._deliver(topic, partition, b, first, last + 1)
+            self._deliver(topic, partition, b, first, last + 1, from_network)
         self.changed.set()
         self.count(topic.name, bytes_in=len(raw), records_in=offset - base)
         if topic.schema is not None and topic.schema.misses:
@@ -411,13 +417,40 @@ class Broker:
         return out
 
     def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
-                 end: int) -> None:
+                 end: int, local: bool = False) -> None:
         if not self.datapath.wants(topic.number) and not self.catalog.views_of(topic.name):
             return  # a plain topic: nobody receives its records, no view moves past them
         self.datapath.send_batch(topic.number, partition, topic.schema, batch,
                                  then=partial(self._delivered, topic.name, partition, end,
                                               _producer(batch)),
-                                 shift=base - batch.base_offset)
+                                 shift=base - batch.base_offset, local=local)
+
+    def _from_network(self, runs: list) -> None:
+        """Records the network delivered to this host (a fabric target): stored in the
+        topic's log here, at this broker's offsets, and delivered to this broker's views and
+        members like records produced here (but never sent back into the network). The
+        network sent only records some subscription of this broker matched; the local
+        switch re-checks each endpoint's filter exactly."""
+        by_number = {t.number: t for t in self.catalog if not t.is_view}
+        for number, partition, recs in runs:
+            topic = by_number.get(number)
+            if topic is None or partition >= topic.partitions:
+                self.count(f"#{number}", network_records_dropped=len(recs))
+                log.warning("%d record(s) from the network for topic number %d partition %d, "
+                            "which this broker does not have: dropped", len(recs), number,
+                            partition)
+                continue
+            records = [Record(i, r.timestamp, r.key, r.value, r.headers)
+                       for i, r in enumerate(recs)]
+            raw = encode_batch(records, compression=Codec.NONE)
+            try:
+                self.append(topic, partition, raw, decode_batches(raw), from_network=True)
+            except StorageError as exc:
+                self.count(topic.name, network_records_dropped=len(recs))
+                log.error("%s/%d: %d record(s) from the network not stored: %s", topic.name,
+                          partition, len(recs), exc)
+                continue
+            self.count(topic.name, network_records_in=len(recs))
 
     def _delivered(self, name: str, partition: int, end: int, producer: tuple | None,
                    out: Delivered) -> None:

@@ -41,9 +41,15 @@ def register(subparsers) -> None:
                        help="what records flow through, as controller.target.open_target names "
                             "it (default embedded:native, the in-process software switch; switch, "
                             "switch-veth, bmv2 or p4runtime://HOST:PORT?io=... put a P4Runtime "
-                            "device in the loop: docs/remote-target.md)")
+                            "device in the loop: docs/remote-target.md; "
+                            "fabric://HOST:PORT?host=H makes this broker host H of the network "
+                            "camus net serve runs: docs/routing.md)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    p.add_argument("--max-entries", type=int, metavar="N",
+                   help="the switch's table entry budget: subscriptions whose exact rules compile "
+                        "to more are approximated (a superset, views re-check every record "
+                        "exactly; docs/approximation.md); default the compiler's, 0 = no budget")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug detail")
     p.add_argument("-q", "--quiet", action="count", default=0, help="log warnings and errors only")
     p.set_defaults(func=run)
@@ -139,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not mport.isdigit() or not 0 <= int(mport) <= 65535:
             return fail(f"--metrics {args.metrics!r}: expected HOST:PORT with a port in 0..65535")
         config.metrics = (mhost or "127.0.0.1", int(mport))
+    if args.max_entries is not None:
+        if args.max_entries < 0:
+            return fail(f"--max-entries {args.max_entries}: expected 0 (no budget) or more")
+        config.max_entries = args.max_entries
     if args.config:
         try:
             doc = json.loads(args.config.read_text())

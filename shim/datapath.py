@@ -39,6 +39,12 @@ partitions it was assigned, and stays valid across rebalances), so what their po
 receive is counted per port (`Stats.packets_out`) and not decoded. Topics nobody
 subscribes to skip the target entirely (there is nobody to deliver to); their records are
 still in the source log that plain consumers read.
+
+Past the entry budget (`max_entries`, `camus serve --max-entries`) the compiler is given
+approximated rules, a superset of each endpoint's (`shim.approximation.Budget`); each send
+then carries the exact filters of the views whose rule on the target is approximated, and
+what those views received is re-checked against them (`_exact`) before `then` sees it, the
+false positives dropped and counted (`Stats.rechecked`, `Stats.false_positives`).
 """
 
 from __future__ import annotations
@@ -54,16 +60,18 @@ from functools import partial
 
 from compiler.ast import Const, Filter, Rule
 from compiler.compile import no_cyclic_gc
+from compiler.estimate import DEFAULT_MAX_ENTRIES
 from compiler.incremental import Incremental
 from controller.diff import Changes
-from controller.target import Emitted, Target, TargetError
+from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError
 from shim import reframe
+from shim.approximation import Budget, Held, format_alpha, recheck
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
 from shim.schema import SLOTS, Schema
-from shim.subscriptions import Subscription, kafka_spec, rules_for
+from shim.subscriptions import Subscription, kafka_spec
 
 log = logging.getLogger("camus.datapath")
-INGRESS_PORT = 0
+MAX_SENDERS = 1024  # reassemblers kept for records from the network, one per sending host
 
 Delivered = dict[int, list[tuple[int, Record]]]  # log endpoint -> [(offset, record)]
 
@@ -76,6 +84,12 @@ class Stats:
     packets_out: dict[int, int] = field(default_factory=dict)  # port -> packets it received
     syncs: int = 0
     writes: int = 0  # entry and group writes, summed over syncs
+    arrived: int = 0  # records that came from the network (a fabric target)
+    arrived_by_reference: int = 0  # by-reference packets from the network: not recoverable
+    # The edge's exact re-check while the switch holds an approximation (shim.approximation):
+    rechecked: dict[int, int] = field(default_factory=dict)  # view port -> records re-checked
+    false_positives: dict[int, int] = field(default_factory=dict)  # view port -> records dropped
+    approximations: int = 0  # times the switch went from exact rules to approximated ones
 
 
 @dataclass(eq=False)
@@ -90,6 +104,7 @@ class _Sent:
     shift: int
     logs: list[int]  # the log endpoints when sent
     then: Callable[[Delivered], None]
+    recheck: dict[int, Filter] = field(default_factory=dict)  # log endpoint -> exact filter
 
 
 @dataclass
@@ -99,15 +114,20 @@ class _Prepared:
     changes: Changes
     commit: Callable[[], None] | None  # None: the target could not stage; reload it
     subs: dict[int, Subscription | None]  # the endpoints it changed, as they are now
+    held: Held  # α and the endpoints re-checked at the edge, once committed
+    rules: list[Rule] = field(default_factory=list)  # every endpoint's exact rule after it
 
 
 class DataPath:
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
         self.spec = kafka_spec()
         # What the compiler holds: one rule per endpoint (touched on the worker only, one
-        # change at a time); what the target holds lags it until a change is committed.
+        # change at a time), approximated when the exact ones pass `max_entries` (0: no
+        # budget; see shim.approximation); what the target holds lags it until a change is
+        # committed, and `held` is what it holds.
         self.compiler = Incremental(self.spec, [], static=True)
-        self._rules: dict[int, Rule] = {}
+        self.budget = Budget(self.spec, max_entries)
+        self.held = Held({}, {}, 0)
         self.pipeline = self.compiler.pipeline
         self.target = target
         target.set_receiver(self._report)
@@ -159,6 +179,8 @@ class DataPath:
         self.reassemblers.pop(port, None)
         self.log_ports.discard(port)
         self.stats.packets_out.pop(port, None)
+        self.stats.false_positives.pop(port, None)
+        self.stats.rechecked.pop(port, None)
         if release:  # not while the target's entries, or copies under way, still reach it
             self.when_applied(partial(self.after, partial(self._free_ports.append, port)),
                               update=False)
@@ -225,23 +247,16 @@ class DataPath:
         GIL, and so the event loop, for a second or more. If the compiler fails, it is
         rebuilt from the rules it held before, which the target holds."""
         with no_cyclic_gc():
-            removed = [self._rules[p] for p in subs if p in self._rules]
-            now = [s for s in subs.values() if s is not None]
-            added = rules_for(self.spec, now)
             try:
-                step = self.compiler.change(added, removed)
+                self.compiler, changes, held = self.budget.change(self.compiler, subs)
             except BaseException:
-                self.compiler = Incremental(self.spec, list(self._rules.values()), static=True)
+                self.compiler = self.budget.rebuild()
                 raise
-            for p in subs:
-                self._rules.pop(p, None)
-            self._rules.update(zip((s.port for s in now), added))
-            changes: Changes = step  # the writes it computed, with nothing re-diffed
             try:
                 commit = self.target.stage(self.pipeline, self.compiler.entries, changes)
             except TargetError:
                 commit = None  # the commit reloads
-        return _Prepared(changes, commit, subs)
+        return _Prepared(changes, commit, subs, held, list(self.budget.exact.values()))
 
     def _compiled(self, subs: dict[int, Subscription | None], epoch: int, future) -> None:
         self._compiling = False
@@ -286,6 +301,8 @@ class DataPath:
                 self._on_target[port] = sub.topic_id
                 self._topics[sub.topic_id] += 1
         self.topics_wanted = set(self._topics)
+        self._held(prepared.held)
+        self.target.subscribed(prepared.rules)
         self._applied = epoch
         self._dirty = epoch != self._epoch
         self._run_applied()
@@ -294,6 +311,28 @@ class DataPath:
         log.debug("target updated: %d writes for %d changed subscriptions", len(changes),
                   len(prepared.subs))
         return len(changes)
+
+    def _held(self, held: Held) -> None:
+        """The target now holds `held`: log a change of approximation."""
+        was, self.held = self.held, held
+        if held.alpha == was.alpha:
+            return
+        budget = self.budget.max_entries
+        if not was.alpha:
+            self.stats.approximations += 1
+            log.warning("the subscriptions' exact rules compile to more than the budget of %d "
+                        "entries (--max-entries): the switch now holds a superset approximated "
+                        "with alpha %s (%d entries), and %d view(s) re-check every record they "
+                        "receive", budget, format_alpha(held.alpha), held.entries,
+                        len(held.recheck))
+        elif not held.alpha:
+            log.warning("the subscriptions' exact rules fit the budget of %d entries again: "
+                        "the switch holds them exactly (%d entries), no re-check", budget,
+                        held.entries)
+        else:
+            log.warning("approximation changed to alpha %s (%d entries, budget %d), %d view(s) "
+                        "re-checked", format_alpha(held.alpha), held.entries, budget,
+                        len(held.recheck))
 
     def _run_applied(self) -> None:
         ready = [fn for e, fn in self._on_applied if e <= self._applied]
@@ -314,7 +353,7 @@ class DataPath:
         compile of any change not there yet)."""
         if self._dirty:
             self.update()
-        return topic_number in self.topics_wanted
+        return topic_number in self.topics_wanted or self.target.carries(topic_number)
 
     def after(self, fn: Callable[[], None]) -> None:
         """`fn()` once everything sent so far is reported: now, if nothing is under way."""
@@ -325,13 +364,15 @@ class DataPath:
 
     def send(self, topic_number: int, partition: int, schema: Schema | None,
              records: Sequence[Record], then: Callable[[Delivered], None],
-             only: int | None = None, shift: int = 0) -> None:
+             only: int | None = None, shift: int = 0, local: bool = False) -> None:
         """Records of one source partition through the target; `then(delivered)` once it
         has reported (see the module text), {} at once (in turn) if nobody subscribes.
 
         `shift` is added to every record's offset (a batch as the producer numbered it, sent
         before its stored copy was renumbered); `only` keeps what one port receives
-        (replaying a source log into a new view).
+        (replaying a source log into a new view). With `only` or `local` the frames go in on
+        `LOCAL_INGRESS`: a fabric target keeps them to this broker's endpoints (a replay, or
+        records that came from the network, must not go back out).
         """
         if not self.wants(topic_number) or not records:
             return self.after(partial(then, {}))
@@ -353,10 +394,12 @@ class DataPath:
                                           slots[i] if slots else [0] * SLOTS,
                                           reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
             packed = (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)), None)
-        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then)
+        self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then,
+                   local)
 
     def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
-                   batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0) -> None:
+                   batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0,
+                   local: bool = False) -> None:
         """`send(..., batch_records(batch), then, shift=shift)` of a produced batch: with the
         extension, a batch whose records were left unbuilt is framed from its records
         section (`reframe.frame_body`) and only the records a view receives are built."""
@@ -369,39 +412,100 @@ class DataPath:
             packed = reframe.frame_body(topic_number, partition, batch, paths, shift)
         if packed is None:
             return self.send(topic_number, partition, schema, batch_records(batch), then,
-                             shift=shift)
+                             shift=shift, local=local)
         *packed, missed = packed
         if schema is not None:
             schema.count_misses(missed)
         self.stats.records_in += batch.record_count
         self._send(packed, partial(batch_records_at, batch), batch.record_count, shift, None,
-                   then)
+                   then, local)
 
     def _send(self, packed, records_at, count: int, shift: int, only: int | None,
-              then: Callable[[Delivered], None]) -> None:
+              then: Callable[[Delivered], None], local: bool = False) -> None:
         """Packed frames (buffer, u32 lengths, u32 record index per frame or None) to the
         target; `records_at(indices)`: the sent records."""
         buf, lengths, owner = packed
         self.stats.packets_in += len(lengths) // 4
         logs = [p for p in self.log_ports if only is None or p == only]
-        sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then)
+        checks = self.held.recheck
+        sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then,
+                     {p: checks[p] for p in logs if p in checks})
         self._under_way.append(sent)
         try:
-            self.target.send(INGRESS_PORT, buf, lengths, sent)
+            ingress = LOCAL_INGRESS if local or only is not None else INGRESS_PORT
+            self.target.send(ingress, buf, lengths, sent)
         except BaseException:
             if sent in self._under_way:  # refused before it was under way: never reported
                 self._under_way.remove(sent)
             raise
+
+    # --- records from the network (a fabric target) --------------------------------------
+
+    def set_arrivals(self, handler: Callable[[list[tuple[int, int, list[reframe.Record]]]], None]
+                     ) -> None:
+        """`handler(runs)` for the records the network delivers to this broker: runs of
+        (topic number, partition, records in arrival order), records reassembled from the
+        frames (their offsets are the sender's, which this broker does not keep)."""
+        self._arrival_handler = handler
+        # One reassembler per sender (the frame's Ethernet source, which a fabric target
+        # sets to its host's): two brokers number one partition's records independently, so
+        # their fragments must not meet under one (topic, partition, offset).
+        self._network_reassemblers: dict[bytes, reframe.Reassembler] = {}
+        self.target.set_arrivals(self._arrived)
+
+    def _arrived(self, frames: list[bytes]) -> None:
+        runs: list[tuple[int, int, list[reframe.Record]]] = []
+        for frame in frames:
+            sender = bytes(frame[6:12])
+            reassembler = self._network_reassemblers.get(sender)
+            if reassembler is None:
+                if len(self._network_reassemblers) >= MAX_SENDERS:  # strangers on a link
+                    del self._network_reassemblers[next(iter(self._network_reassemblers))]
+                reassembler = self._network_reassemblers[sender] = reframe.Reassembler()
+            done = reassembler.push(frame)
+            if done is None:
+                continue
+            topic, partition, _, rec = done
+            if rec is None:  # its record is in the sender's broker, out of reach from here
+                self.stats.arrived_by_reference += 1
+                continue
+            if not runs or runs[-1][:2] != (topic, partition):
+                runs.append((topic, partition, []))
+            runs[-1][2].append(rec)
+            self.stats.arrived += 1
+        if runs:
+            self._arrival_handler(runs)
 
     def _report(self, sent: _Sent, emitted: Emitted) -> None:
         """The target's receiver: what `sent` made it emit, then what waited behind it."""
         head = self._under_way.popleft()
         assert head is sent, "the target reported out of send order"
         try:
-            sent.then(self._received(sent, emitted))
+            sent.then(self._exact(sent, self._received(sent, emitted)))
         finally:
             while self._under_way and not isinstance(self._under_way[0], _Sent):
                 self._under_way.popleft()()
+
+    def _exact(self, sent: _Sent, out: Delivered) -> Delivered:
+        """`out` without the records a re-checked view (the switch holding a superset of its
+        filter when `sent` was sent) received that its exact filter rejects."""
+        slots, values = None, {}
+        for port, f in sent.recheck.items():
+            got = out.get(port)
+            if got:
+                if slots is None:  # read once per send, from the frames the switch matched
+                    slots = reframe.slots_of(sent.frames, sent.lengths)
+                kept = recheck(slots, got, f, values)
+                checked = self.stats.rechecked
+                checked[port] = checked.get(port, 0) + len(got)
+                if len(kept) < len(got):
+                    dropped = self.stats.false_positives
+                    dropped[port] = dropped.get(port, 0) + len(got) - len(kept)
+                    if kept:
+                        out[port] = kept
+                    else:
+                        del out[port]
+        return out
 
     def _received(self, sent: _Sent, emitted: Emitted) -> Delivered:
         """What each of `sent.logs` received, from the copies the target emitted."""

@@ -14,6 +14,12 @@ Families:
   camus_switch_packets_in_total, camus_switch_records_in_total, camus_switch_deliveries_total
   camus_switch_port_packets_total{port} (every egress port: views and group members)
   camus_subscription_syncs_total, camus_subscription_writes_total (entry and group writes)
+  camus_switch_entries, camus_switch_entry_budget (entries the switch holds; --max-entries)
+  camus_switch_alpha{field} (the approximation in use per field; none while exact),
+  camus_switch_approximations_total (times the switch went from exact to approximated rules)
+  camus_edge_rechecked_total{view}, camus_edge_false_positives_total{view} (records a view
+    received while the switch held a superset of its filter, and those its exact filter
+    dropped: the extra traffic of the approximation; shim.approximation)
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import logging
 import time
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 log = logging.getLogger("camus.metrics")
 
@@ -108,3 +114,31 @@ class _BrokerCollector:
                                   "recompiled and written to the switch", value=stats.syncs)
         yield CounterMetricFamily("camus_subscription_writes", "Entry and multicast group "
                                   "writes to the switch", value=stats.writes)
+        yield from _approximation(b, stats)
+
+
+def _approximation(b, stats):
+    """The entry budget and the edge's re-check (shim.approximation)."""
+    dp = b.datapath
+    yield GaugeMetricFamily("camus_switch_entries", "Table entries the switch holds",
+                            value=dp.held.entries)
+    yield GaugeMetricFamily("camus_switch_entry_budget", "The switch's entry budget "
+                            "(--max-entries; 0: none)", value=dp.budget.max_entries)
+    alpha = GaugeMetricFamily("camus_switch_alpha", "The approximation's alpha per field "
+                              "(numeric bounds rounded to multiples of it)", labels=["field"])
+    for name, a in sorted(dp.held.alpha.items()):
+        alpha.add_metric([name], a)
+    yield alpha
+    yield CounterMetricFamily("camus_switch_approximations", "Times the switch went from the "
+                              "exact rules to approximated ones", value=stats.approximations)
+    rechecked = CounterMetricFamily("camus_edge_rechecked", "Records a view received while the "
+                                    "switch held a superset of its filter, re-checked exactly",
+                                    labels=["view"])
+    dropped = CounterMetricFamily("camus_edge_false_positives", "Records a view received that "
+                                  "its exact filter rejects, dropped before storing",
+                                  labels=["view"])
+    for port, view in sorted(b.view_ports.items()):
+        rechecked.add_metric([view], stats.rechecked.get(port, 0))
+        dropped.add_metric([view], stats.false_positives.get(port, 0))
+    yield rechecked
+    yield dropped

@@ -45,6 +45,20 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+def slots_of(frames: bytes, lengths: bytes) -> dict[int, tuple[int, ...]]:
+    """offset -> the slot values a record's packets carry (what the switch matched on), for
+    packed frames (`frames` one after another, `lengths` one u32 LE each) as framed here."""
+    out: dict[int, tuple[int, ...]] = {}
+    view, pos = memoryview(frames), 0
+    for (n,) in struct.iter_unpack("<I", lengths):
+        start = pos + 14 + (view[pos + 14] & 0x0F) * 4 + 8  # past Ethernet, IPv4, UDP
+        _, _, offset, index, _, _, *slots = HEADER.unpack_from(view, start)
+        if index == 0:
+            out[offset] = tuple(slots)
+        pos += n
+    return out
+
+
 @dataclass(frozen=True)
 class Addressing:
     src_mac: bytes = bytes.fromhex("02cafe000001")

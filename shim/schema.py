@@ -86,8 +86,9 @@ class Schema:
         return next((f for f in self.fields if f.name == name), None)
 
     def extract(self, key: bytes | None, value: bytes | None,
-                headers: list[tuple[str, bytes | None]]) -> list[int]:
-        """The slot values of one record (slots past the schema's fields are 0)."""
+                headers: list[tuple[str, bytes | None]], count: bool = True) -> list[int]:
+        """The slot values of one record (slots past the schema's fields are 0); `count`
+        False reads them again without counting misses (the edge's re-check)."""
         slots = [0] * SLOTS
         doc = _UNPARSED
         leaves = None
@@ -109,7 +110,8 @@ class Schema:
             else:
                 v = _from_bytes(f, value)
             if v is None:
-                self.misses[f.name] = self.misses.get(f.name, 0) + 1
+                if count:
+                    self.misses[f.name] = self.misses.get(f.name, 0) + 1
                 v = f.zero
             slots[f.slot] = v
         return slots

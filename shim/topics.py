@@ -119,11 +119,14 @@ class Catalog:
     """Every topic by name, id and number; the only place topics are made or removed."""
 
     def __init__(self, directory: Path | None = None, spec=None,
-                 defaults: dict[str, str] | None = None) -> None:
+                 defaults: dict[str, str] | None = None, numbering=None) -> None:
         self.path = directory / "topics.json" if directory else None
         self.defaults = {**DEFAULTS, **(defaults or {})}  # a topic's configs fall back to these
         self.by_name: dict[str, Topic] = {}
         self.next_number = 1
+        # `numbering(name)`: the number a new topic is to carry, when someone else (the
+        # fabric's controller) numbers topics for every broker; None: `next_number`.
+        self.numbering = numbering
         # Query fields compare by identity: filters must be parsed against the data path's spec.
         self.spec = spec or kafka_spec()
         # Entries of topics.json that no longer load: reported, skipped, and written back
@@ -206,7 +209,7 @@ class Catalog:
                 raise TopicError(f"{key}={configs[key]}: must be -1 or more", "invalid_config")
         if (FILTER in configs) != (SOURCE in configs):
             raise TopicError(f"a view needs both {SOURCE} and {FILTER}", "invalid_config")
-        topic = Topic(name, uuid.uuid4(), self.next_number, partitions, dict(configs),
+        topic = Topic(name, uuid.uuid4(), self._number(name), partitions, dict(configs),
                       defaults=self.defaults)
         if topic.is_view:
             source = self.get(configs[SOURCE])
@@ -231,6 +234,20 @@ class Catalog:
         except CamusError as exc:
             raise TopicError(str(exc), "invalid_config") from None
         return topic
+
+    def _number(self, name: str) -> int:
+        number = None
+        if self.numbering is not None:
+            try:
+                number = self.numbering(name)
+            except (OSError, ValueError) as exc:
+                raise TopicError(f"no topic number for {name!r} from the network's "
+                                 f"controller: {exc}", "kafka_storage_error") from None
+            if any(t.number == number and t.name != name for t in self.by_name.values()):
+                raise TopicError(f"topic number {number} for {name!r} is held here by another "
+                                 "topic (a data directory from a run outside this network)",
+                                 "invalid_request")
+        return self.next_number if number is None else number
 
     def add(self, topic: Topic) -> Topic:
         """Record a topic (written to topics.json before this returns, or not recorded)."""

@@ -4,18 +4,22 @@ A switch in a network of switches (docs/routing.md) has rules whose ports cannot
 where a packet came from. Three decisions therefore belong to the egress, per copy:
   1. a copy for the ingress port is dropped (a packet never goes back the way it came);
   2. a copy for the logical up port (511 by default) leaves by one of the physical up ports,
-     the one a CRC-32 of the copy picks (deterministic: identical frames take one path);
+     `up[up_hash(frame) % len(up)]`, `frame` being the packet as it arrived (deterministic:
+     a packet and every copy of it take one path);
   3. that copy is dropped if the packet came in on an up port (it never goes up again).
 `controller.network.Fabric` (the network in one process) and `camus switch serve --fabric`
-(one switch of the network as a process) both apply this one function.
+(one switch of the network as a process) both apply this one function, and the generated P4
+program's fabric variant (`compiler.p4.fabric`) computes the same choice in its ingress:
+the hash and its fields are `pipeline.fabric`'s.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 
-LOGICAL_UP = 511
+from pipeline.fabric import HASHED, LOGICAL_UP, hash_input, up_hash
+
+__all__ = ["HASHED", "LOGICAL_UP", "FabricEgress", "hash_input", "parse_up_ports", "up_hash"]
 
 
 class FabricEgress:
@@ -23,12 +27,13 @@ class FabricEgress:
         self.up = tuple(up_ports)
         self.logical_up = logical_up
 
-    def port(self, in_port: int, egress: int, copy: bytes) -> int | None:
-        """The physical port the copy leaves by, or None if it is dropped."""
+    def port(self, in_port: int, egress: int, frame: bytes) -> int | None:
+        """The physical port a copy for `egress` of `frame` (the packet as it arrived on
+        `in_port`) leaves by, or None if it is dropped."""
         if egress == self.logical_up and self.up:
             if in_port in self.up:
                 return None
-            egress = self.up[zlib.crc32(copy) % len(self.up)]
+            egress = self.up[up_hash(frame) % len(self.up)]
         return None if egress == in_port else egress
 
 

@@ -44,9 +44,9 @@ def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
             "message_bytes": app.message_bytes,
             "type_field": _field(app.type_field) if app.type_field else None,
             "types": sorted(app.types),
-            "stages": [{"field": _field(s.field), "table": index[s.table], "default_table": index[s.default_table]}
-                       for s in app.stages],
-            "leaf_table": index[app.leaf_table],
+            "lanes": [{"stages": [{"field": _field(s.field), "table": index[s.table],
+                                   "default_table": index[s.default_table]} for s in lane.stages],
+                       "leaf_table": index[lane.leaf_table]} for lane in app.all_lanes],
             "multicast_group": app.multicast_group,
         }
         for app in pipeline.applications
@@ -145,7 +145,8 @@ class NativeDataPlane(DataPlane):
         return self._sw.process_packed(buf, lengths, in_port)
 
     def classify_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
-        """The table walk alone: (u64 leaf code per message block, u32 block count per frame).
+        """The table walk alone: (u64 leaf code per message block, u32 block count per frame;
+        with several lanes, a code per block and lane, lane-major, and their count).
 
         A code is 0 when no rule selects the message, 1<<32 | port for fwd, 2<<32 | i for
         mcast, i the native index of its port bitmap. Frames that are dropped or carry no application report 0 blocks.

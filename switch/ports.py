@@ -308,7 +308,7 @@ class Ports:
         fabric = self.fabric
         for egress, copy in self.device.process(frame, in_port):
             if fabric is not None:
-                egress = fabric.port(in_port, egress, copy)
+                egress = fabric.port(in_port, egress, frame)
                 if egress is None:
                     continue
             out = self.egress.get(egress)

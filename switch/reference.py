@@ -195,7 +195,7 @@ class ReferenceDataPlane(DataPlane):
             return ()
         if app.type_field is not None and extract(message, app.type_field) not in app.types:
             return ()
-        return self._tables.replicas(app, self._tables.decide(app, lambda f: extract(message, f)))
+        return self._tables.replicas_of(app, self._tables.decisions(app, lambda f: extract(message, f)))
 
     def _subscription(self, frame: bytes, app: Application, l4: int, start: int, end: int) -> Output:
         blocks, seq = self._messages(frame, app, start, end)

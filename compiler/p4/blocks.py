@@ -35,16 +35,45 @@ def indent(lines: list[str], n: int) -> list[str]:
     return [(" " * n + ln) if ln else ln for ln in lines]
 
 
-def walk(a: AppLayout) -> list[str]:
-    """The stage walk of one message: a decision (`meta.decided`) skips every later stage."""
+def walk(a: AppLayout, ports_width: int) -> list[str]:
+    """The stage walk of one message: a decision (`meta.decided`) skips every later stage.
+
+    With several lanes, each lane's chain runs from state 0 with `decided` cleared, and its
+    decision is OR-ed into `meta.lane_ports` as a bitmap (fwd(p): bit p); the message is then
+    decided as an `mcast` of that union (through the application's group, which reaches every
+    port a decision names), so the code after the walk needs no change."""
+    if len(a.lanes) == 1:
+        return _chain(a.stages, a.leaf_table)
+    width = ports_width
+    out = ["meta.lane_ports = 0;"]
+    for lane in a.lanes:
+        out += ["meta.state = 0;", "meta.decided = 0;", "meta.multicast = 0;"]
+        out += _chain(lane.stages, lane.leaf_table)
+        out += ["if (meta.decided == 1) {",
+                "    if (meta.multicast == 1) {",
+                "        meta.lane_ports = meta.lane_ports | meta.ports;",
+                "    } else {",
+                f"        meta.lane_ports = meta.lane_ports | ((bit<{width}>)1 << standard_metadata.egress_spec);",
+                "    }",
+                "}"]
+    return out + ["meta.decided = 0;",
+                  "meta.multicast = 0;",
+                  "if (meta.lane_ports != 0) {",
+                  "    meta.decided = 1;  // the union of the lanes' decisions, as one mcast",
+                  "    meta.multicast = 1;",
+                  "    meta.ports = meta.lane_ports;",
+                  "}"]
+
+
+def _chain(stages, leaf_table: str) -> list[str]:
     out = []
-    for st in a.stages:
+    for st in stages:
         out += ["if (meta.decided == 0) {",
                 f"    if (!{st.table}.apply().hit) {{",
                 f"        {st.default_table}.apply();",
                 "    }",
                 "}"]
-    return out + ["if (meta.decided == 0) {", f"    {a.leaf_table}.apply();", "}"]
+    return out + ["if (meta.decided == 0) {", f"    {leaf_table}.apply();", "}"]
 
 
 def copy_lengths(udp_payload: str | None) -> list[str]:

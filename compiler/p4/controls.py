@@ -15,24 +15,27 @@ egress (`compiler.p4.moldudp64_pruning`). Egress rewrites the UDP port of every 
 
 from __future__ import annotations
 
-from compiler.p4 import moldudp64_pruning
+from compiler.p4 import fabric as fabric_egress, moldudp64_pruning
 from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, indent, port_bit, table, walk
 from compiler.p4.layout import AppLayout
 from pipeline.model import Pipeline
 
 
-def ingress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
+def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> str:
     state = ("meta.state", "exact", "state")
     tables = []
     for a in apps:
-        for st in a.stages:
-            f = a.fields[st.field.name]
-            tables.append(table(st.table, [state, (a.key_expr(f), st.match_kind, f.qname)],
-                                 STAGE_ACTIONS))
-            tables.append(table(st.default_table, [state], STAGE_ACTIONS))
-        tables.append(table(a.leaf_table, [state], ("fwd", "mcast")))
+        for lane in a.lanes:
+            for st in lane.stages:
+                f = a.fields[st.field.name]
+                tables.append(table(st.table, [state, (a.key_expr(f), st.match_kind, f.qname)],
+                                     STAGE_ACTIONS))
+                tables.append(table(st.default_table, [state], STAGE_ACTIONS))
+            tables.append(table(lane.leaf_table, [state], ("fwd", "mcast")))
     tables.append(table(pipeline.ipv4_table, [("hdr.ipv4.dst_addr", "lpm", "ipv4.dst_addr")],
                          ("fwd", "drop")))
+    if fabric:
+        tables += [table(name, keys, acts) for name, keys, acts in fabric_egress.table_keys()]
     actions = """\
     action drop() {
         mark_to_drop(standard_metadata);
@@ -52,7 +55,10 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
 """
     actions = actions.replace("STATE_WIDTH", str(pipeline.state_width))
     actions = actions.replace("PORTS_WIDTH", str(pipeline.ports_width))
-    body = [
+    if fabric:
+        actions += fabric_egress.actions()
+    body = fabric_egress.ingress_prologue() if fabric else []
+    body += [
         "if (!hdr.ipv4.isValid()) {",
         "    drop();  // not IPv4 (no route), or too short for an IPv4 header",
         "} else if (hdr.ipv4.version != 4 || hdr.ipv4.ihl < 5",
@@ -69,51 +75,52 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
         cond = f"hdr.udp.isValid() && hdr.udp.dst_port == {a.port}"
         body.append(f"    {'if' if first else '} else if'} ({cond}) {{")
         first = False
-        inner = _single(a) if a.framing == "single" else moldudp64_pruning.ingress(a, pipeline.ports_width)
+        inner = (_single(a, pipeline.ports_width, fabric) if a.framing == "single"
+                 else moldudp64_pruning.ingress(a, pipeline.ports_width, fabric))
         body += indent(inner, 8)
     if apps:
         body.append("    }")
-    body += [
-        "    if (meta.handled == 0) {",
-        f"        if (!{pipeline.ipv4_table}.apply().hit) {{",
-        "            drop();  // no route",
-        "        }",
-        "    }",
-        "}",
-    ]
+    route = ["    if (meta.handled == 0) {",
+             f"        if (!{pipeline.ipv4_table}.apply().hit) {{",
+             "            drop();  // no route"]
+    if fabric:  # a route by fwd (not drop) to the logical up port takes the chosen up port
+        route += ["        } else if (meta.decided == 1) {"] + indent(fabric_egress.unicast(), 12)
+    body += route + ["        }", "    }", "}"]
     return ("control CamusIngress(inout headers_t hdr, inout metadata_t meta,\n"
             "                     inout standard_metadata_t standard_metadata) {\n"
             + actions + "\n" + "\n".join(tables) + "\n    apply {\n"
             + "\n".join(indent(body, 8)) + "\n    }\n}\n")
 
 
-def _single(a: AppLayout) -> list[str]:
+def _single(a: AppLayout, ports_width: int, fabric: bool = False) -> list[str]:
     valid = " && ".join(f"hdr.{a.msg_instance(h.name)}.isValid()" for h in a.headers)
     return ([f"if ({valid} && hdr.udp.length >= {8 + a.message_bytes}) {{"]
-            + indent(walk(a), 4)
+            + indent(walk(a, ports_width), 4)
             + ["    if (meta.decided == 1) {",
                "        if (meta.multicast == 1) {",
                "            // Every port the application's rules name; egress keeps the bitmap's.",
                f"            standard_metadata.mcast_grp = {a.app.multicast_group};",
                "            meta.prune = 1;",
-               "        }"]
+               "        }" if not fabric else "        } else {"]
+            + (indent(fabric_egress.unicast(), 12) + ["        }"] if fabric else [])
             + indent(copy_lengths(None) + ["meta.rewrite = 1;", "meta.handled = 1;"], 8)
             + ["    }", "}"])
 
 
-def egress(pipeline: Pipeline, apps: list[AppLayout]) -> str:
+def egress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> str:
     tables = [table(pipeline.egress_table,
                     [("standard_metadata.egress_port", "exact", "egress_port"),
                      ("standard_metadata.egress_rid", "exact", "egress_rid")], ("set_udp_port",))]
-    body = []
+    body = fabric_egress.egress_prologue() if fabric else []
+    selects = fabric_egress.selects if fabric else port_bit
     if any(a.framing == "single" for a in apps):
-        body += ["if (meta.prune == 1 && !(" + port_bit("meta.ports") + ")) {",
+        body += ["if (meta.prune == 1 && !(" + selects("meta.ports") + ")) {",
                  "    mark_to_drop(standard_metadata);  // the decision's bitmap does not select this port",
                  "    meta.rewrite = 0;",
                  "}"]
     for a in apps:
         if a.framing == "moldudp64":
-            body += moldudp64_pruning.egress(a)
+            body += moldudp64_pruning.egress(a, fabric)
     body += ["if (meta.rewrite == 1) {",
              f"    {pipeline.egress_table}.apply();",
              "    hdr.udp.checksum = 0;  // allowed for IPv4; the payload changed",

@@ -61,6 +61,7 @@ class AppLayout:
             self.fields[qname] = Field(qname, header, name, widths[qname])
         self.stages = app.stages
         self.leaf_table = app.leaf_table
+        self.lanes = app.all_lanes  # (stages, leaf table) chains, walked one after the other
         self.packet_header = app.packet_header
         self.slots = slots if self.framing == "moldudp64" else 1
         if self.framing == "moldudp64":

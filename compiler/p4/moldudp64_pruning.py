@@ -21,6 +21,7 @@ beyond entries.json is needed; every copy is then pruned the way docs/pipeline-i
 
 from __future__ import annotations
 
+from compiler.p4 import fabric as fabric_egress
 from compiler.p4.blocks import copy_lengths, indent, port_bit, walk
 from compiler.p4.layout import AppLayout
 
@@ -50,7 +51,7 @@ def _valid(a: AppLayout, s: int) -> str:
     return " && ".join(f"hdr.{a.msg_instance(h.name, s)}.isValid()" for h in a.headers)
 
 
-def ingress(a: AppLayout, ports_width: int) -> list[str]:
+def ingress(a: AppLayout, ports_width: int, fabric: bool = False) -> list[str]:
     m = _m(a)
     out = [
         "if (hdr.udp.length < 28 || standard_metadata.parser_error == error.PacketTooShort",
@@ -69,7 +70,7 @@ def ingress(a: AppLayout, ports_width: int) -> list[str]:
         out += [f"        {a.key_expr(f)} = {a.field_ref(f, s)};" for f in a.fields.values()]
     out.append("    }")
     out.append(f"    if (slot != {NO_SLOT}) {{")
-    out += indent(walk(a), 8)
+    out += indent(walk(a, ports_width), 8)
     out += [
         "        if (meta.decided == 1) {",
         "            bit<2> kind = 1;",
@@ -114,6 +115,7 @@ def ingress(a: AppLayout, ports_width: int) -> list[str]:
         f"        if ({m['kind']} == 1 && {m['mixed']} == 0) {{",
         f"            standard_metadata.egress_spec = (bit<9>){m['target']};",
         "            standard_metadata.mcast_grp = 0;",
+        *(indent(fabric_egress.unicast(), 12) if fabric else []),
         "        } else {",
         "            // No group is the union of the decisions' port sets: the application's group",
         "            // reaches every port, and egress keeps in each copy what its port selected.",
@@ -128,17 +130,18 @@ def ingress(a: AppLayout, ports_width: int) -> list[str]:
     return out
 
 
-def egress(a: AppLayout) -> list[str]:
+def egress(a: AppLayout, fabric: bool = False) -> list[str]:
     m = _m(a)
     out = [f"if (meta.rewrite == 1 && hdr.{a.mold}.isValid()) {{",
            f"    if ({m['mixed']} == 1) {{",
            "        // A copy from the application's group: block i is kept iff decision i selects",
            "        // this replica: its port's bit is set (and a fwd decision is the replica (port, 0)).",
            "        bit<32> keep = 0;"]
+    selects = fabric_egress.selects if fabric else port_bit
     for s in range(a.slots):
         kind, ports = f"meta.{a.meta(f'dkind_{s}')}", f"meta.{a.meta(f'dports_{s}')}"
-        out += [f"        if ({kind} == 2 && {port_bit(ports)}",
-                f"            || {kind} == 1 && {port_bit(ports)} && standard_metadata.egress_rid == 0) {{",
+        out += [f"        if ({kind} == 2 && {selects(ports)}",
+                f"            || {kind} == 1 && {selects(ports)} && standard_metadata.egress_rid == 0) {{",
                 f"            keep = keep | ((bit<32>)1 << {s});",
                 "        }"]
     out += [f"        {m['keep']} = keep;",

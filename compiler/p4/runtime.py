@@ -25,17 +25,18 @@ from pipeline.model import Pipeline
 ELECTION_ID = 1  # `camus controller push`'s default election id
 
 
-def p4info_text(pipeline: Pipeline) -> str:
+def p4info_text(pipeline: Pipeline, fabric: bool = False) -> str:
     """The P4Info as p4c writes `--p4runtime-files x.txtpb` (with its two header comments)."""
     return ("# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
-            + text_format.MessageToString(program_p4info(pipeline)))
+            + text_format.MessageToString(program_p4info(pipeline, fabric)))
 
 
-def entries_text(pipeline: Pipeline, entries: dict, device_id: int = 1) -> str:
+def entries_text(pipeline: Pipeline, entries: dict, device_id: int = 1, fabric: bool = False) -> str:
     """A WriteRequest inserting every multicast group, then every table entry of entries.json
     (text format). Groups come first, so that no copy is ever multicast to a group the target
-    lacks."""
-    index = P4InfoIndex(program_p4info(pipeline))
+    lacks. `fabric`: ids from the fabric variant's P4Info (entries from
+    `compiler.p4.fabric.control_plane`)."""
+    index = P4InfoIndex(program_p4info(pipeline, fabric))
     req = p4runtime_pb2.WriteRequest(device_id=device_id)
     req.election_id.low = ELECTION_ID  # what a primary with `camus controller push`'s default sends
     insert = p4runtime_pb2.Update.INSERT
@@ -49,13 +50,16 @@ def entries_text(pipeline: Pipeline, entries: dict, device_id: int = 1) -> str:
             + text_format.MessageToString(req))
 
 
-def write_p4(pipeline: Pipeline, entries: dict | None, out: str | Path, slots: int = DEFAULT_SLOTS) -> list[str]:
-    """Write program.p4, p4info.txtpb and (with entries) entries.txtpb; the names written."""
+def write_p4(pipeline: Pipeline, entries: dict | None, out: str | Path, slots: int = DEFAULT_SLOTS,
+             fabric: bool = False) -> list[str]:
+    """Write program.p4, p4info.txtpb and (with entries) entries.txtpb; the names written.
+    `fabric`: the fabric variant, `entries` including its control plane
+    (`compiler.p4.fabric.control_plane`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    files = {"program.p4": emit_program(pipeline, slots), "p4info.txtpb": p4info_text(pipeline)}
+    files = {"program.p4": emit_program(pipeline, slots, fabric), "p4info.txtpb": p4info_text(pipeline, fabric)}
     if entries is not None:
-        files["entries.txtpb"] = entries_text(pipeline, entries)
+        files["entries.txtpb"] = entries_text(pipeline, entries, fabric=fabric)
     for name, text in files.items():
         (out / name).write_text(text)
     return list(files)

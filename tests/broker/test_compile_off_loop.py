@@ -53,10 +53,12 @@ def test_an_unrelated_produce_is_answered_while_a_view_compiles(broker):
     created: dict[str, float] = {}
 
     def make_view():
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        # librdkafka gives up on any request after socket.timeout.ms (60 s) whatever the
+        # request's own timeout; a loaded machine can take longer than that to compile.
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 240000})
         future = admin.create_topics([NewTopic(view, config={
-            "camus.source": src, "camus.filter": slow_filter()})], request_timeout=120)[view]
-        future.result(180)
+            "camus.source": src, "camus.filter": slow_filter()})], request_timeout=240)[view]
+        future.result(240)
         created["at"] = time.monotonic()
 
     maker = threading.Thread(target=make_view)
@@ -65,7 +67,7 @@ def test_an_unrelated_produce_is_answered_while_a_view_compiles(broker):
     p.produce(other, b"unrelated")
     assert p.flush(60) == 0
     answered = time.monotonic()
-    maker.join(180)
+    maker.join(240)
     assert "at" in created, "the view was not created"
     assert answered < created["at"], "the unrelated produce waited for the view's compile"
     # The view is right: one record matching alternative 0, produced after it compiled.

@@ -3,6 +3,8 @@ the general compile, and the reference evaluator's port sets, on every packet.""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,12 +37,19 @@ def general(rules, **kw):
 
 
 def same(a, b) -> None:
+    assert written(a) == written(b)  # entries.json (the fast path writes it without objects)
     assert a.entries == b.entries
     assert drawn(a) == drawn(b)  # the diagram itself (`camus compile --dot`)
     assert document.dumps(a.pipeline) == document.dumps(b.pipeline)
     for key in ("rules", "conjunctions", "fields", "entries", "states", "state_width",
                 "multicast_groups"):
         assert a.stats[key] == b.stats[key], key
+
+
+def written(c) -> str:
+    out = io.StringIO()
+    c.write_entries(out)
+    return out.getvalue()
 
 
 def drawn(c) -> str:
@@ -115,3 +124,22 @@ def test_decimal_shortcut_in_the_parser_still_checks_every_constant():
     with pytest.raises(RuleError, match="does not fit in 3-bit") as info:
         parse_rules("small == 1 : fwd(1)\nsmall == 8 : fwd(2)", SPEC)
     assert (info.value.line, info.value.column) == (2, 10)
+
+
+def test_entries_come_straight_from_the_values_and_the_diagram_when_read():
+    # A wide field: the dead state is the default, the entries are written from the values
+    # and the diagram is only built when something reads it (`--dot`, here `same`).
+    rules = parse_rules("\n".join(f"big == {v} : fwd({v % 3 + 1})" for v in range(0, 50, 3)), SPEC)
+    fast = compile_rules(SPEC, rules)
+    assert "_build" in vars(fast.diagram)
+    same(fast, general(rules))
+    assert "_build" not in vars(fast.diagram)
+
+
+def test_a_leaf_spanning_more_than_the_dead_state_takes_the_general_emit():
+    # Six of eight values to port 1: that leaf is the default entry, the dead values get
+    # entries of their own; the entries come from the diagram, as in the general path.
+    rules = parse_rules("\n".join(f"small == {v} : fwd(1)" for v in range(1, 7)), SPEC)
+    plan = exact_only.diagram_for(SPEC, rules, None, False)
+    assert not plan.prepare("t_leaf", 1, 16)
+    same(compile_rules(SPEC, rules), general(rules))

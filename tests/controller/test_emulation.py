@@ -1,5 +1,6 @@
-"""`camus net up` (Mininet: a `camus switch serve` process per switch, hosts in namespaces)
-delivers what `camus net run` delivers, frame for frame, on the same traffic.
+"""`camus net up` (Mininet: a `camus switch serve` process per switch, or bmv2 running the
+generated fabric program where p4c and bmv2 are on PATH; hosts in namespaces) delivers what
+`camus net run` delivers, frame for frame, on the same traffic.
 
 Skipped unless Mininet is installed and this is root. All traffic stays in the namespaces
 and links Mininet creates for the test, which it removes afterwards. Copies may arrive in
@@ -17,7 +18,7 @@ import sys
 import pytest
 
 from camus.cli import main
-from controller.emulation import usable
+from controller.emulation import bmv2_missing, usable
 from switch.pcap import PcapReader, write_pcap
 
 from .routing_helpers import ROOT, packet, subscriptions_text
@@ -31,7 +32,12 @@ def frames(path) -> collections.Counter:
         return collections.Counter(r.data for r in PcapReader(fh))
 
 
-def test_net_up_agrees_with_net_run(tmp_path):
+@pytest.mark.parametrize("switch", [
+    "camus",
+    pytest.param("bmv2", marks=pytest.mark.skipif(bmv2_missing() is not None,
+                                                  reason=f"bmv2: {bmv2_missing()}")),
+])
+def test_net_up_agrees_with_net_run(tmp_path, switch):
     rng = random.Random(21)
     graph = tmp_path / "g.txt"
     graph.write_text("A B\nB C\nC A\nC D\n" + "".join(f"host h{i} {'ABCD'[i % 4]}\n" for i in range(6)))
@@ -46,7 +52,8 @@ def test_net_up_agrees_with_net_run(tmp_path):
         injects += ["--inject", f"{host}={tmp_path / f'{host}.pcap'}"]
     assert main(["net", "run", "--net", str(net), *injects, "--out-dir", str(tmp_path / "run")]) == 0
     up = subprocess.run([sys.executable, "-m", "camus", "net", "up", "--net", str(net), *injects,
-                         "--out-dir", str(tmp_path / "up")], capture_output=True, text=True, timeout=600)
+                         "--out-dir", str(tmp_path / "up"), "--switch", switch],
+                        capture_output=True, text=True, timeout=600)
     assert up.returncode == 0, up.stderr
     run_files = {p.name for p in (tmp_path / "run").glob("*.pcap")}
     up_files = {p.name for p in (tmp_path / "up").glob("*.pcap")}

@@ -180,3 +180,13 @@ def test_failures_from_the_command_line_reroute_on_a_new_tree(tmp_path, capsys):
     assert got == want
     assert main(["net", "change", "--net", str(out), "--fail-link", "A,C"]) == 1
     assert "no link A C" in capsys.readouterr().err
+
+
+def test_net_up_on_bmv2_without_bmv2_says_so(tmp_path, capsys):
+    from controller.emulation import bmv2_missing
+
+    if bmv2_missing() is None:
+        pytest.skip("p4c-bm2-ss and simple_switch_grpc are on PATH here")
+    assert main(["net", "up", "--net", str(tmp_path), "--switch", "bmv2"]) == 2
+    err = capsys.readouterr().err
+    assert "bmv2 asked for" in err and "simple_switch_grpc" in err

@@ -19,6 +19,7 @@ subset raises `Unsupported` rather than guessing.
 from __future__ import annotations
 
 import copy
+import zlib
 from dataclasses import dataclass, field
 
 from tests.p4.p4_syntax import Program, Table, Unsupported, parse_program
@@ -192,6 +193,8 @@ class Interpreter:
                         v, w = self.ev(pkt, item)
                         value, bits = (value << w) | v, bits + w
                     self.assign(pkt, args[2], _csum16(value.to_bytes(bits // 8, "big")))
+            elif name == "hash":
+                self.hash(pkt, args)
             elif name in self.p.actions:
                 self.action(pkt, name, [self.ev(pkt, a)[0] for a in args])
             else:
@@ -207,6 +210,23 @@ class Interpreter:
             h.valid = method == "setValid"
             return None
         raise Unsupported(f"method {method}")
+
+    def hash(self, pkt: Packet, args: list) -> None:
+        """v1model's hash as bmv2 computes it: base + H(fields) % max, the fields of valid
+        headers only, concatenated big-endian (bm_sim's BufBuilder); crc32 is zlib's."""
+        if args[1] != ("member", ("name", "HashAlgorithm"), "crc32"):
+            raise Unsupported(f"hash algorithm {args[1]}")
+        value = bits = 0
+        for item in args[3][1]:
+            if item[0] == "member" and item[1][0] == "member" and item[1][1] == ("name", "hdr") \
+                    and not pkt.hdr[item[1][2]].valid:
+                continue
+            v, w = self.ev(pkt, item)
+            value, bits = (value << w) | v, bits + w
+        if bits % 8:
+            raise Unsupported("a hashed field list that is not whole bytes")
+        base, size = self.ev(pkt, args[2])[0], self.ev(pkt, args[4])[0]
+        self.assign(pkt, args[0], base + zlib.crc32(value.to_bytes(bits // 8, "big")) % size)
 
     def action(self, pkt: Packet, name: str, args: list) -> None:
         params, body = self.p.actions[name]

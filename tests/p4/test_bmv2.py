@@ -217,3 +217,22 @@ def test_our_p4info_is_what_the_golden_files_hold():
         c = compile_files(ROOT / SPECS[case], GOLDEN / case / "rules.txt")
         golden = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
         assert golden == program_p4info(c.pipeline)
+
+
+@needs_p4c
+@pytest.mark.parametrize("spec", ["p4/itch/itch.p4", "p4/int/int.p4"])
+def test_p4c_compiles_the_fabric_program_with_our_names_and_ids(spec, tmp_path):
+    """The fabric variant (compiler/p4/fabric.py: hash with a run-time max, two more tables)
+    as `camus net compile --p4` writes it, compiled cleanly, its P4Info equal to ours."""
+    from compiler.compile import compile_rules
+    from compiler.spec import load_spec
+
+    c = compile_rules(load_spec(ROOT / spec), [], static=True)
+    write_p4(c.pipeline, None, tmp_path, fabric=True)
+    p4info_path, _ = p4c_compile(tmp_path / "program.p4", tmp_path)
+    theirs = TargetConfig.from_files(p4info_path, p4info_path).p4info
+    ours = program_p4info(c.pipeline, fabric=True)
+    assert names(theirs) == names(ours)
+    ids = lambda info: {x.preamble.name: (x.preamble.id, x.preamble.alias)  # noqa: E731
+                        for items in (info.tables, info.actions) for x in items}
+    assert ids(theirs) == ids(ours)

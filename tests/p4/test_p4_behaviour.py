@@ -304,15 +304,23 @@ def test_random_specs_and_rules_match_the_software_switch(seed):
     """Every match kind the compiler picks (exact, range, lpm), groups, defaults and the leaf."""
     from compiler.compile import compile_rules
     from compiler.rules import parse_rules
-    from tests.compiler.gen import random_message, random_rules, random_spec
+    from tests.compiler.gen import random_rules, random_spec
 
     rng = random.Random(seed)
     spec, gens = random_spec(rng)
     c = compile_rules(spec, parse_rules(random_rules(rng, gens, rng.randint(1, 6)), spec))
+    random_messages_match(c, rng, gens)
+
+
+def random_messages_match(c, rng: random.Random, gens, n: int = 40) -> None:
+    """`n` random single-message frames give the same output from the program as from the
+    software switch (`tests.compiler.gen` messages for a random spec)."""
+    from tests.compiler.gen import random_message
+
     interp, ref = _targets(c.pipeline, c.entries)
     app = c.application
     nbytes = app.message_bytes
-    for _ in range(40):
+    for _ in range(n):
         values = random_message(rng, gens)
         whole = 0
         for q, f in app.fields.items():

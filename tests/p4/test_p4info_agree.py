@@ -40,3 +40,24 @@ def test_the_switch_and_the_program_give_shared_entities_one_id(case):
     assert {n for n in program_tables if n not in switch_tables} == \
         {n for n in program_tables if n.startswith("CamusEgress.") and "_member_" in n}
     assert set(program_actions) - set(switch_actions) <= {"CamusEgress.member"}
+
+
+@pytest.mark.parametrize("case", sorted(SPECS))
+def test_the_fabric_program_adds_only_its_own_tables_and_keeps_the_switchs_ids(case):
+    """The fabric variant (compiler/p4/fabric.py, for bmv2 in a network): the software switch
+    takes the same decisions with `--fabric` and has no fabric tables; every entity both
+    have keeps its id."""
+    from compiler.compile import compile_rules
+    from compiler.spec import load_spec
+
+    pipeline = compile_rules(load_spec(ROOT / SPECS[case]), [], static=True).pipeline
+    switch_tables, switch_actions = _numbered(build_p4info(pipeline, counters=True))
+    program_tables, program_actions = _numbered(program_p4info(pipeline, fabric=True))
+    assert switch_tables == {name: program_tables[name] for name in switch_tables}
+    assert switch_actions == {name: program_actions[name] for name in switch_actions}
+    assert set(program_tables) - set(switch_tables) == {"CamusIngress.fabric_port", "CamusIngress.fabric_up_member"}
+    assert set(program_actions) - set(switch_actions) == {"CamusIngress.fabric_port_config",
+                                                          "CamusIngress.set_up_port"}
+    plain_tables, plain_actions = _numbered(program_p4info(pipeline))  # the plain program's ids stay
+    assert plain_tables == {name: program_tables[name] for name in plain_tables}
+    assert plain_actions == {name: program_actions[name] for name in plain_actions}

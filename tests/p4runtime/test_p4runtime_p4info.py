@@ -109,7 +109,7 @@ def test_port_bitmaps_of_every_width_round_trip_as_bytestrings():
 
 
 FLAT = {  # single framing: key (32 bits, lpm), flags (16 bits, ternary)
-    "camus_ir": 2, "state_width": 32, "ports_width": 512, "ipv4_table": "ipv4_lpm", "egress_table": "egress_udp_rewrite",
+    "camus_ir": 3, "state_width": 32, "ports_width": 512, "ipv4_table": "ipv4_lpm", "egress_table": "egress_udp_rewrite",
     "applications": [{
         "name": "flat", "udp_port": 5555, "framing": "single",
         "message": {"headers": [{"name": "m", "bit_offset": 0, "bits": 64, "fields": [

@@ -25,7 +25,7 @@ ITCH_GROUP = 7  # the applications' multicast groups: mcast decisions replicate 
 FLAT_GROUP = 8
 
 ITCH_PIPELINE = {
-    "camus_ir": 2,
+    "camus_ir": 3,
     "state_width": 32,
     "ports_width": 512,
     "applications": [{
@@ -63,7 +63,7 @@ ITCH_PIPELINE = {
 
 # A single-framed 8-byte message: key (32 bits, lpm) then flags (16 bits, ternary), then pad.
 FLAT_PIPELINE = {
-    "camus_ir": 2,
+    "camus_ir": 3,
     "state_width": 16,
     "ports_width": 512,
     "applications": [{

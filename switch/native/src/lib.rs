@@ -239,7 +239,7 @@ impl Switch {
 /// The interface version switch/native_switch.py checks at import, so a build from older
 /// source is refused instead of misbehaving: bump both together whenever a method of `Switch`
 /// (or the plan it takes) changes its signature or meaning.
-const ABI_VERSION: u32 = 2;
+const ABI_VERSION: u32 = 3;
 
 #[pymodule(name = "_native")]
 fn camus_switch_native(m: &Bound<'_, PyModule>) -> PyResult<()> {

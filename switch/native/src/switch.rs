@@ -30,6 +30,13 @@ pub struct PlanStage {
     pub default_table: usize,
 }
 
+/// One lane: stages walked from state 0, then its leaf table (docs/pipeline-ir.md, IR 3).
+#[derive(Deserialize)]
+pub struct PlanLane {
+    pub stages: Vec<PlanStage>,
+    pub leaf_table: usize,
+}
+
 #[derive(Deserialize)]
 pub struct PlanApp {
     pub udp_port: u16,
@@ -37,8 +44,8 @@ pub struct PlanApp {
     pub message_bytes: usize,
     pub type_field: Option<PlanField>,
     pub types: Vec<u64>,
-    pub stages: Vec<PlanStage>,
-    pub leaf_table: usize,
+    /// At least one; a message's replicas are the union of every lane's decision's.
+    pub lanes: Vec<PlanLane>,
     pub multicast_group: u32,
 }
 
@@ -64,14 +71,18 @@ struct Stage {
     default_table: usize,
 }
 
+struct Lane {
+    stages: Vec<Stage>,
+    leaf_table: usize,
+}
+
 struct App {
     udp_port: u16,
     moldudp64: bool,
     message_bytes: usize,
     type_field: Option<Extractor>,
     types: Vec<u64>,
-    stages: Vec<Stage>,
-    leaf_table: usize,
+    lanes: Vec<Lane>,
     multicast_group: u32,
 }
 
@@ -154,7 +165,6 @@ impl Leaf {
         }
     }
 }
-
 
 /// A multicast group: its replicas, sorted by port, and where each port's replicas lie, so
 /// that an mcast decision finds the replicas of each set bit of its bitmap at once.
@@ -240,12 +250,22 @@ impl Switch {
         };
         let mut apps = Vec::new();
         for a in &plan.apps {
-            let mut stages = Vec::new();
-            for s in &a.stages {
-                stages.push(Stage {
-                    field: Extractor::new(&s.field),
-                    table: check(s.table)?,
-                    default_table: check(s.default_table)?,
+            if a.lanes.is_empty() {
+                return Err("an application needs at least one lane".to_string());
+            }
+            let mut lanes = Vec::new();
+            for l in &a.lanes {
+                let mut stages = Vec::new();
+                for s in &l.stages {
+                    stages.push(Stage {
+                        field: Extractor::new(&s.field),
+                        table: check(s.table)?,
+                        default_table: check(s.default_table)?,
+                    });
+                }
+                lanes.push(Lane {
+                    stages,
+                    leaf_table: check(l.leaf_table)?,
                 });
             }
             apps.push(App {
@@ -254,8 +274,7 @@ impl Switch {
                 message_bytes: a.message_bytes,
                 type_field: a.type_field.as_ref().map(Extractor::new),
                 types: a.types.clone(),
-                stages,
-                leaf_table: check(a.leaf_table)?,
+                lanes,
                 multicast_group: a.multicast_group,
             });
         }
@@ -328,8 +347,8 @@ impl Switch {
         Ok(seq)
     }
 
-    /// Walk the stages for every message block of one frame, leaving one leaf per block in
-    /// `self.leaves`.
+    /// Walk the stages for every message block of one frame, leaving one leaf per block and
+    /// lane in `self.leaves`, lane-major (lane l's leaf of block k at `l * blocks + k`).
     ///
     /// The walk is stage-major: one stage is looked up for every message before the next
     /// stage. Lookups of different messages are independent, so their cache misses (large
@@ -340,20 +359,44 @@ impl Switch {
     fn classify_blocks(&mut self, app: usize, frame: &[u8]) {
         let mut states = std::mem::take(&mut self.states);
         let mut leaves = std::mem::take(&mut self.leaves);
-        states.clear();
         leaves.clear();
-        let a = &self.apps[app];
-        for &(off, n) in &self.blocks {
-            let msg = &frame[off..off + n];
-            let subscription = n >= a.message_bytes
-                && a.type_field
-                    .as_ref()
-                    .map_or(true, |t| a.types.contains(&t.get(msg)));
-            states.push(if subscription { 0 } else { NOT_WALKING });
-            leaves.push(Leaf::None);
+        let nblocks = self.blocks.len();
+        for lane in 0..self.apps[app].lanes.len() {
+            states.clear();
+            let a = &self.apps[app];
+            for &(off, n) in &self.blocks {
+                let msg = &frame[off..off + n];
+                let subscription = n >= a.message_bytes
+                    && a.type_field
+                        .as_ref()
+                        .map_or(true, |t| a.types.contains(&t.get(msg)));
+                states.push(if subscription { 0 } else { NOT_WALKING });
+                leaves.push(Leaf::None);
+            }
+            let first = lane * nblocks;
+            self.walk_lane(
+                app,
+                lane,
+                frame,
+                &mut states,
+                &mut leaves[first..first + nblocks],
+            );
         }
-        for si in 0..self.apps[app].stages.len() {
-            let st = self.apps[app].stages[si];
+        self.states = states;
+        self.leaves = leaves;
+    }
+
+    /// One lane's stage-major walk (see `classify_blocks`) over `states`, deciding `leaves`.
+    fn walk_lane(
+        &mut self,
+        app: usize,
+        lane: usize,
+        frame: &[u8],
+        states: &mut [u64],
+        leaves: &mut [Leaf],
+    ) {
+        for si in 0..self.apps[app].lanes[lane].stages.len() {
+            let st = self.apps[app].lanes[lane].stages[si];
             for base in (0..states.len()).step_by(CHUNK) {
                 let n = CHUNK.min(states.len() - base);
                 let mut keys = [(None, 0u64); CHUNK];
@@ -389,7 +432,7 @@ impl Switch {
                 }
             }
         }
-        let leaf_table = self.apps[app].leaf_table;
+        let leaf_table = self.apps[app].lanes[lane].leaf_table;
         for k in 0..states.len() {
             if states[k] != NOT_WALKING {
                 leaves[k] = self
@@ -397,12 +440,11 @@ impl Switch {
                     .map_or(Leaf::None, Leaf::of);
             }
         }
-        self.states = states;
-        self.leaves = leaves;
     }
 
-    /// Classify every message of one frame, appending one leaf code per message block.
-    /// Returns the number of blocks (0 for a dropped or non-subscription frame).
+    /// Classify every message of one frame, appending one leaf code per message block (with
+    /// several lanes, one per block and lane, lane-major). Returns the number of codes (0 for
+    /// a dropped or non-subscription frame).
     /// Codes are appended as little-endian u64 bytes, ready to hand to Python.
     pub fn classify(&mut self, frame: &[u8], in_port: u32, out: &mut Vec<u8>) -> u32 {
         self.ports.get(in_port).rx += 1;
@@ -506,7 +548,9 @@ impl Switch {
         let leaves = std::mem::take(&mut self.leaves);
         let mut picks = std::mem::take(&mut self.picks);
         picks.clear();
-        for (i, leaf) in leaves.iter().enumerate() {
+        let nblocks = blocks.len().max(1);
+        for (slot, leaf) in leaves.iter().enumerate() {
+            let i = slot % nblocks; // the message; slot / nblocks is the lane
             match *leaf {
                 Leaf::None => {}
                 Leaf::Port(p) => picks.push((p, 0, i as u32)),
@@ -534,6 +578,9 @@ impl Switch {
         let selected = !picks.is_empty();
         if selected {
             picks.sort_unstable();
+            if self.apps[app].lanes.len() > 1 {
+                picks.dedup(); // a replica two lanes select carries the message once
+            }
             let mold = self.apps[app].moldudp64;
             let mut i = 0;
             while i < picks.len() {

@@ -1,0 +1,217 @@
+"""The broker's entry budget: an approximated superset on the switch, exact filtering at the edge.
+
+The switch holds at most `max_entries` table entries (`camus serve --max-entries`, by default
+the compiler's budget). While the exact rules of every endpoint (one per view or group member,
+`shim.subscriptions.rules_for`) compile within it, the switch holds them as they are. Once a
+change takes the compiled entries over it, the rules are approximated (the paper's §IV-D,
+`compiler.approximate`): numeric range bounds are rounded to multiples of an α chosen per
+field from the size estimate (`compiler.fit_alpha`), which makes every filter a superset of
+itself with fewer distinct cut points, so fewer entries. The switch then delivers to a view
+every record its exact filter selects and some more; the data path re-checks each record a
+view receives against the view's exact filter with the reference evaluator
+(`compiler.semantics`) before it is stored, and drops and counts the false positives
+(`DataPath.stats`, the metrics `camus_edge_*`), so a consumer never sees one. Group members'
+ports are not re-checked: Fetch serves members from their topic's or view's log.
+
+While approximating, a change that removes or replaces an endpoint estimates the exact
+rules again (linear in the rules: about a second for 10,000 endpoints on a loaded machine) and
+goes back to them once the estimate, an upper bound, so a conservative one, fits the budget.
+Going to or back from the approximation, or changing α, rebuilds the compiler's state from
+the rules and writes only the difference to the switch (`controller.diff`); each is logged.
+Changes in between stay incremental: an endpoint's rule is approximated with the α in use
+and handed to the incremental compiler like any other, and the entries are counted from its
+writes (a change that takes them over the budget is undone and α re-fitted from the one in
+use, then the state rebuilt).
+
+A change whose new rules alone have enough conjunctions for the estimate to be close
+(`TRUST_ESTIMATE_AT`, as `compile_rules` trusts it) and are estimated over the budget is
+approximated at once, without trying the exact compile that would blow up; smaller rule
+sets, whose estimate can be far too large, are compiled and their real entries counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from compiler.ast import Filter, Rule
+from compiler.compile import TRUST_ESTIMATE_AT
+from compiler.estimate import estimate
+from compiler.fit_alpha import alpha_to_fit, approximate_all, size
+from compiler.incremental import Incremental
+from compiler.normalize import dnf
+from compiler.semantics import holds
+from compiler.spec import Spec
+from controller.diff import Changes, diff
+from shim.protocol.records import Record
+from shim.schema import SLOTS
+from shim.subscriptions import Subscription, rules_for
+
+log = logging.getLogger("camus.datapath")
+
+SLOT_NAMES = [f"kafka.slot{i}" for i in range(SLOTS)]
+# A fit whose real entries still pass the budget is asked again with the budget scaled down
+# by how far over it came, at most this many times.
+REFITS = 3
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the compiler holds after a change: α ({} when exact) and the endpoints whose rule
+    on the switch is a strict superset of their exact rule, with their exact filters."""
+
+    alpha: Mapping[str, int]
+    recheck: Mapping[int, Filter]
+    entries: int
+
+
+class Budget:
+    """The endpoints' exact rules and the (possibly approximated) rules the compiler holds.
+    Used on one thread at a time (the compile worker), like the compiler."""
+
+    def __init__(self, spec: Spec, max_entries: int) -> None:
+        self.spec, self.max_entries = spec, max_entries
+        self.exact: dict[int, Rule] = {}  # endpoint -> its exact rule
+        self.held: dict[int, Rule] = {}  # endpoint -> the rule the compiler holds for it
+        self.filters: dict[int, Filter] = {}  # endpoint -> its exact filter (for the edge)
+        self.alpha: dict[str, int] = {}
+        self.count = 0  # the entries the compiler holds
+        self._said_over = False  # the warning that nothing brings them under the budget
+        self._fields = Incremental(spec, [], static=True).fields  # static: the spec's order
+
+    def change(self, compiler: Incremental, subs: Mapping[int, Subscription | None]
+               ) -> tuple[Incremental, Changes, Held]:
+        """Apply the changed endpoints `subs` (None: gone): the compiler that holds them
+        (`compiler`, changed in place, or a new one), the writes that take the switch from
+        what `compiler` held to it, and what it holds. On an exception, `compiler` may be
+        half changed and this object is unchanged: rebuild with `rebuild`."""
+        now = [s for s in subs.values() if s is not None]
+        exact = dict(self.exact)
+        for p in subs:
+            exact.pop(p, None)
+        exact.update(zip((s.port for s in now), rules_for(self.spec, now)))
+        old_doc = None
+        alpha = self.alpha
+        if self.max_entries:
+            if alpha and any(p in self.exact for p in subs) \
+                    and size(exact.values(), self._fields).entries <= self.max_entries:
+                alpha = {}  # an endpoint went or changed, and the exact rules fit again
+            elif not alpha and now and self._too_large([exact[s.port] for s in now]):
+                alpha = self._fit(exact, {})
+        if alpha == self.alpha:
+            held = {p: self._approximated(exact[p], alpha) for p in subs if p in exact}
+            added, removed = list(held.values()), [self.held[p] for p in subs if p in self.held]
+            step = compiler.change(added, removed)
+            changes: Changes = step
+            # Counted from the writes: counting the compiler's entries costs a walk of them all.
+            count = self.count + len(step.insert) - len(step.delete)
+            refit = alpha
+            if self.max_entries and count > self.max_entries:
+                refit = self._fit(exact, alpha)
+                if refit == alpha:  # nothing rounds further: keep the change, over budget
+                    self._over(count, alpha)
+            if refit == alpha:
+                self._keep(exact, alpha, {**{p: r for p, r in self.held.items() if p not in subs},
+                                          **held}, count)
+                return compiler, changes, self._state(subs, count)
+            # Over budget: undo the change, so that the writes are counted from what the
+            # target holds, and approximate (further) from there.
+            compiler.change(removed, added)
+            old_doc = compiler.entries()
+            alpha = refit
+        if old_doc is None:
+            old_doc = compiler.entries()
+        new, count, alpha = self._build(exact, alpha)
+        self._keep(exact, alpha, {p: self._approximated(r, alpha) for p, r in exact.items()},
+                   count)
+        return new, diff(old_doc, new.entries()), self._state(subs, count)
+
+    def rebuild(self) -> Incremental:
+        """A compiler holding what this object says it holds (after a failed change)."""
+        compiler = Incremental(self.spec, list(self.held.values()), static=True)
+        self.count = _entries(compiler)
+        return compiler
+
+    def _too_large(self, rules: list[Rule]) -> bool:
+        """Whether `rules` alone, with enough conjunctions for the estimate to be trusted
+        (`compiler.compile.TRUST_ESTIMATE_AT`), are estimated over the budget: then so is
+        every rule set holding them, and compiling them exactly is not even tried."""
+        conjunctions = [c for r in rules for c in dnf(r.filter, r.line)]
+        return (len(conjunctions) >= TRUST_ESTIMATE_AT
+                and estimate(conjunctions, self._fields).entries > self.max_entries)
+
+    def _fit(self, exact: dict[int, Rule], start: Mapping[str, int],
+             budget: int | None = None) -> dict[str, int]:
+        return alpha_to_fit(list(exact.values()), self._fields, budget or self.max_entries,
+                            start).alpha
+
+    def _build(self, exact: dict[int, Rule], alpha: dict[str, int]
+               ) -> tuple[Incremental, int, dict[str, int]]:
+        """A compiler for `exact` under `alpha`, refitted while its real entries pass the
+        budget (the estimate seldom errs low, but may)."""
+        budget = self.max_entries
+        for _ in range(REFITS + 1):
+            new = Incremental(self.spec, approximate_all(list(exact.values()), alpha), static=True)
+            count = _entries(new)
+            if not self.max_entries or count <= self.max_entries:
+                break
+            budget = max(1, budget * self.max_entries // count)
+            refit = self._fit(exact, alpha, budget)
+            if refit == alpha:
+                break  # nothing left to round
+            alpha = refit
+        if self.max_entries and count > self.max_entries:
+            self._over(count, alpha)
+        return new, count, alpha
+
+    def _over(self, count: int, alpha: Mapping[str, int]) -> None:
+        """Over the budget with nothing left to round: said once until back under it."""
+        if not self._said_over:
+            self._said_over = True
+            log.warning("the subscriptions compile to %d entries with alpha %s, more than the "
+                        "budget of %d (--max-entries): no rounding of their numeric bounds "
+                        "brings them under", count, format_alpha(alpha), self.max_entries)
+
+    def _approximated(self, rule: Rule, alpha: Mapping[str, int]) -> Rule:
+        return approximate_all([rule], alpha)[0] if alpha else rule
+
+    def _keep(self, exact: dict[int, Rule], alpha: dict[str, int],
+              held: dict[int, Rule], count: int) -> None:
+        self.exact, self.alpha, self.held, self.count = exact, alpha, held, count
+        if not self.max_entries or count <= self.max_entries:
+            self._said_over = False
+
+    def _state(self, subs: Mapping[int, Subscription | None], count: int) -> Held:
+        for p, s in subs.items():
+            if s is None:
+                self.filters.pop(p, None)
+            else:
+                self.filters[p] = s.filter
+        recheck = {p: self.filters[p] for p, r in self.held.items()
+                   if self.alpha and r != self.exact[p]}
+        return Held(dict(self.alpha), recheck, count)
+
+
+def _entries(compiler: Incremental) -> int:
+    return compiler.stats()["entries"]["total"]
+
+
+def format_alpha(alpha: Mapping[str, int]) -> str:
+    return ",".join(f"{f}={a}" for f, a in sorted(alpha.items())) or "none"
+
+
+def recheck(slots: Mapping[int, tuple[int, ...]], records: list[tuple[int, Record]],
+            f: Filter, values: dict[int, dict[str, int]]) -> list[tuple[int, Record]]:
+    """The records (offset, record) whose slot values (`slots`, by offset: what the switch
+    matched on, read with the topic's schema) pass the exact filter `f`, as the reference
+    evaluator decides; `values` caches each offset's field values across views."""
+    kept = []
+    for item in records:
+        offset = item[0]
+        v = values.get(offset)
+        if v is None:
+            v = values[offset] = dict(zip(SLOT_NAMES, slots[offset]))
+        if holds(f, v):
+            kept.append(item)
+    return kept
