@@ -31,6 +31,7 @@ from pathlib import Path
 
 from compiler.ast import Rule
 from compiler.compile import compile_rules, no_cyclic_gc
+from compiler.errors import RuleError
 from compiler.incremental import Incremental
 from compiler.spec import Spec
 from controller.diff import Changes, apply_steps, diff
@@ -157,9 +158,15 @@ class Network:
             self._compiled[s], self._stats[s] = c.entries, c.stats
             return c.entries
         started = time.perf_counter()
-        with no_cyclic_gc():
-            inc = self.compilers[s] = Incremental(self.spec, rules, static=True)
         self._stale.discard(s)
+        try:
+            with no_cyclic_gc():
+                inc = self.compilers[s] = Incremental(self.spec, rules, static=True)
+        except RuleError:  # a filter too wide for it (a formula): this switch compiles whole
+            self.compilers.pop(s, None)
+            c = compile_rules(self.spec, rules, static=True)
+            self._compiled[s], self._stats[s] = c.entries, c.stats
+            return c.entries
         self._compiled[s] = inc.entries()
         self._stats[s] = self._stats_of(inc, round(time.perf_counter() - started, 4))
         return self._compiled[s]
@@ -189,11 +196,15 @@ class Network:
                 continue  # a switch this network does not compile (`switches=`)
             report.reached.append(s)
             inc = self.compilers.get(s)
-            if inc is None:  # read back from a directory: built now, from the rules after
+            d = None
+            if inc is not None:
+                try:
+                    d = self._step(s, inc, moved[s], sign)
+                except RuleError:  # a filter too wide for it: refused before it changed
+                    self.compilers.pop(s)
+            if d is None:  # read back from a directory, or a wide filter: compiled whole
                 old = self.compiled[s]
                 d = diff(old, self._compile(s))
-            else:
-                d = self._step(s, inc, moved[s], sign)
             self._apply(s, d, report, fabric)
         report.seconds = time.perf_counter() - started
         return report
@@ -212,8 +223,9 @@ class Network:
                 removed.append(Rule(f, before))
             if now:
                 added.append(Rule(f, now))
+        step = inc.change(added, removed)  # a Step: the Changes to write
         self._stale.add(s)
-        return inc.change(added, removed)  # a Step: the Changes to write
+        return step
 
     def _apply(self, s: str, d: Changes, report: ChangeReport, fabric: "Fabric | None") -> None:
         if not len(d):

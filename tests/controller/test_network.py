@@ -225,3 +225,28 @@ def test_a_removed_subscription_must_exist():
     net = Network(ITCH, FAT4, subs, "tr")
     with pytest.raises(KeyError, match="h3"):
         net.remove(Subscription("h3", subs[0].filter))
+
+
+def test_a_filter_too_wide_for_the_incremental_compiler_compiles_whole():
+    """A filter whose normal form is too large for the incremental compiler (built directly,
+    an `and` of 18 two-field `or`s) makes the switches it reaches compile whole (as a
+    formula); their entries equal a from-scratch compile, and later changes still apply."""
+    from compiler.ast import And
+    subs = parse_subscriptions("h0: price > 5\nh5: price < 100\n", ITCH)
+    net = Network(ITCH, FAT4, subs, "tr", 10)
+    fabric = Fabric.of(net)
+    ors = [parse_subscriptions(f"h0: price == {i} or shares == {i}\n", ITCH)[0].filter
+           for i in range(18)]  # 2^18 alternatives
+    wide = Subscription("h3", And(tuple(ors)))
+    extra = parse_subscriptions("h3: price > 50\n", ITCH)[0]
+    live = list(subs)
+    for op, sub in (("add", wide), ("add", extra), ("remove", subs[0]), ("remove", wide)):
+        report = net.add(sub, fabric) if op == "add" else net.remove(sub, fabric)
+        live = [*live, sub] if op == "add" else [x for x in live if x is not sub]
+        fresh = Network(ITCH, FAT4, live, "tr", 10, incremental=False)
+        for s in FAT4.switches:
+            assert net.compiled[s] == fresh.compiled[s], (op, s)
+            assert sorted(map(repr, fabric.switches[s].entries())) == \
+                sorted(map(repr, fresh.compiled[s]["table_entries"])), (op, s)
+        assert set(report.switches) <= set(report.reached)
+    check_traffic(net, fabric, random.Random(1), 20)
