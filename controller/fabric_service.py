@@ -208,6 +208,7 @@ class FabricService:
                              else self.net.add(sub, self.fabric))
                         host.subscriptions[f] += 1 if n > 0 else -1
                         total.switches += [s for s in r.switches if s not in total.switches]
+                        total.reached += [s for s in r.reached if s not in total.reached]
                         total.writes += r.writes
                         for s, w in r.entries_per_switch.items():
                             total.entries_per_switch[s] = total.entries_per_switch.get(s, 0) + w
