@@ -41,6 +41,7 @@ from compiler.estimate import estimate
 from compiler.fit_alpha import alpha_to_fit, approximate_all, size
 from compiler.incremental import Incremental
 from compiler.normalize import dnf
+from compiler.rules import deep_recursion
 from compiler.semantics import holds
 from compiler.spec import Spec
 from controller.diff import Changes, diff
@@ -207,11 +208,12 @@ def recheck(slots: Mapping[int, tuple[int, ...]], records: list[tuple[int, Recor
     matched on, read with the topic's schema) pass the exact filter `f`, as the reference
     evaluator decides; `values` caches each offset's field values across views."""
     kept = []
-    for item in records:
-        offset = item[0]
-        v = values.get(offset)
-        if v is None:
-            v = values[offset] = dict(zip(SLOT_NAMES, slots[offset]))
-        if holds(f, v):
-            kept.append(item)
+    with deep_recursion():  # a filter may nest MAX_NESTING parentheses deep
+        for item in records:
+            offset = item[0]
+            v = values.get(offset)
+            if v is None:
+                v = values[offset] = dict(zip(SLOT_NAMES, slots[offset]))
+            if holds(f, v):
+                kept.append(item)
     return kept

@@ -62,6 +62,7 @@ from compiler.ast import Const, Filter, Rule
 from compiler.compile import no_cyclic_gc
 from compiler.estimate import DEFAULT_MAX_ENTRIES
 from compiler.incremental import Incremental
+from compiler.rules import deep_recursion
 from controller.diff import Changes
 from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError
 from shim import reframe
@@ -246,7 +247,9 @@ class DataPath:
         holds large acyclic structures, and a full collection walking them would hold the
         GIL, and so the event loop, for a second or more. If the compiler fails, it is
         rebuilt from the rules it held before, which the target holds."""
-        with no_cyclic_gc():
+        # Filters nest up to MAX_NESTING parentheses: normalising, estimating and rounding
+        # them recurse as deep, as the parser does.
+        with no_cyclic_gc(), deep_recursion():
             try:
                 self.compiler, changes, held = self.budget.change(self.compiler, subs)
             except BaseException:
