@@ -27,6 +27,16 @@ A change whose new rules alone have enough conjunctions for the estimate to be c
 (`TRUST_ESTIMATE_AT`, as `compile_rules` trusts it) and are estimated over the budget is
 approximated at once, without trying the exact compile that would blow up; smaller rule
 sets, whose estimate can be far too large, are compiled and their real entries counted.
+
+A filter too wide for disjunctive normal form (`compiler.formula`: an `and` of 20 `or`s), which
+the incremental compiler refuses, is compiled by the compiler's formula path: while any
+endpoint's rule is wide, every change compiles all the rules from scratch (`compile_rules`,
+held as a `WholeCompile`) and writes the difference, as `controller.network` does for a switch
+holding one; once no wide rule is left, the incremental compiler is rebuilt from the rules
+(and the budget fitted again). Wide rules are held exact: the size estimate that fits α
+works on normal forms, which a wide filter has none of, so a rule set holding one is not
+approximated, and one over the budget stays over it, said in the log (the broker still
+delivers exactly; `camus serve --max-entries` is then exceeded, not enforced).
 """
 
 from __future__ import annotations
@@ -36,8 +46,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from compiler.ast import Filter, Rule
-from compiler.compile import TRUST_ESTIMATE_AT
+from compiler.compile import TRUST_ESTIMATE_AT, compile_rules
 from compiler.estimate import estimate
+from compiler.formula import wide
 from compiler.fit_alpha import alpha_to_fit, approximate_all, size
 from compiler.incremental import Incremental
 from compiler.normalize import dnf
@@ -67,6 +78,24 @@ class Held:
     entries: int
 
 
+class WholeCompile:
+    """Rules compiled from scratch (`compile_rules`), in place of the incremental compiler
+    while a rule too wide for it is held: the same `entries()`, `stats()` and `pipeline`."""
+
+    def __init__(self, spec: Spec, rules: list[Rule]) -> None:
+        self.compiled = compile_rules(spec, rules, static=True)
+        self.pipeline = self.compiled.pipeline
+
+    def entries(self) -> dict:
+        return self.compiled.entries
+
+    def stats(self) -> dict:
+        return self.compiled.stats
+
+
+Compiler = Incremental | WholeCompile
+
+
 class Budget:
     """The endpoints' exact rules and the (possibly approximated) rules the compiler holds.
     Used on one thread at a time (the compile worker), like the compiler."""
@@ -81,8 +110,8 @@ class Budget:
         self._said_over = False  # the warning that nothing brings them under the budget
         self._fields = Incremental(spec, [], static=True).fields  # static: the spec's order
 
-    def change(self, compiler: Incremental, subs: Mapping[int, Subscription | None]
-               ) -> tuple[Incremental, Changes, Held]:
+    def change(self, compiler: Compiler, subs: Mapping[int, Subscription | None]
+               ) -> tuple[Compiler, Changes, Held]:
         """Apply the changed endpoints `subs` (None: gone): the compiler that holds them
         (`compiler`, changed in place, or a new one), the writes that take the switch from
         what `compiler` held to it, and what it holds. On an exception, `compiler` may be
@@ -92,15 +121,19 @@ class Budget:
         for p in subs:
             exact.pop(p, None)
         exact.update(zip((s.port for s in now), rules_for(self.spec, now)))
+        if any(wide(r.filter) for r in exact.values()):
+            return self._whole(compiler, exact, subs)
         old_doc = None
         alpha = self.alpha
+        if isinstance(compiler, WholeCompile):  # the last wide rule went: incremental again
+            old_doc, alpha = compiler.entries(), {}
         if self.max_entries:
             if alpha and any(p in self.exact for p in subs) \
                     and size(exact.values(), self._fields).entries <= self.max_entries:
                 alpha = {}  # an endpoint went or changed, and the exact rules fit again
             elif not alpha and now and self._too_large([exact[s.port] for s in now]):
                 alpha = self._fit(exact, {})
-        if alpha == self.alpha:
+        if old_doc is None and alpha == self.alpha:
             held = {p: self._approximated(exact[p], alpha) for p in subs if p in exact}
             added, removed = list(held.values()), [self.held[p] for p in subs if p in self.held]
             step = compiler.change(added, removed)
@@ -128,11 +161,31 @@ class Budget:
                    count)
         return new, diff(old_doc, new.entries()), self._state(subs, count)
 
-    def rebuild(self) -> Incremental:
+    def rebuild(self) -> Compiler:
         """A compiler holding what this object says it holds (after a failed change)."""
-        compiler = Incremental(self.spec, list(self.held.values()), static=True)
+        rules = list(self.held.values())
+        compiler: Compiler
+        if any(wide(r.filter) for r in rules):
+            compiler = WholeCompile(self.spec, rules)
+        else:
+            compiler = Incremental(self.spec, rules, static=True)
         self.count = _entries(compiler)
         return compiler
+
+    def _whole(self, compiler: Compiler, exact: dict[int, Rule],
+               subs: Mapping[int, Subscription | None]
+               ) -> tuple[WholeCompile, Changes, Held]:
+        """`exact` holding a wide rule: compiled whole and exact (see the module text)."""
+        new = WholeCompile(self.spec, list(exact.values()))
+        count = _entries(new)
+        if self.max_entries and count > self.max_entries and not self._said_over:
+            self._said_over = True
+            log.warning("the subscriptions hold a filter too wide for normal form and compile "
+                        "to %d entries, more than the budget of %d (--max-entries): such rule "
+                        "sets are held exact, not approximated", count, self.max_entries)
+        changes = diff(compiler.entries(), new.entries())
+        self._keep(exact, {}, dict(exact), count)
+        return new, changes, self._state(subs, count)
 
     def _too_large(self, rules: list[Rule]) -> bool:
         """Whether `rules` alone, with enough conjunctions for the estimate to be trusted
@@ -194,7 +247,7 @@ class Budget:
         return Held(dict(self.alpha), recheck, count)
 
 
-def _entries(compiler: Incremental) -> int:
+def _entries(compiler: Compiler) -> int:
     return compiler.stats()["entries"]["total"]
 
 

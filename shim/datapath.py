@@ -328,6 +328,10 @@ class DataPath:
                         "with alpha %s (%d entries), and %d view(s) re-check every record they "
                         "receive", budget, format_alpha(held.alpha), held.entries,
                         len(held.recheck))
+        elif not held.alpha and budget and held.entries > budget:  # a wide filter: see Budget
+            log.warning("the switch holds the subscriptions' exact rules again (%d entries, "
+                        "over the budget of %d): a filter too wide for normal form is never "
+                        "approximated; no re-check", held.entries, budget)
         elif not held.alpha:
             log.warning("the subscriptions' exact rules fit the budget of %d entries again: "
                         "the switch holds them exactly (%d entries), no re-check", budget,

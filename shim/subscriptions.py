@@ -18,7 +18,7 @@ from pathlib import Path
 
 from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule
 from compiler.errors import RuleError, SpecError
-from compiler.normalize import MAX_DISJUNCTS, size_bound
+from compiler import formula
 from compiler.rules import deep_recursion, parse_filter
 from compiler.spec import QueryField, Spec, load_spec
 from shim.schema import Schema
@@ -66,15 +66,14 @@ def view_filter(base: Spec, schema: Schema | None, text: str) -> Filter:
 
 
 def check_compilable(f: Filter) -> None:
-    """RuleError if `f` may be too large to compile as one subscription: an upper bound of
-    its disjunctive normal form (computed without building it, so cheap on the event loop)
-    passes the compiler's limit. Checked where a view is created, so that a filter the data
-    path could refuse is refused there (INVALID_CONFIG), not at every later produce."""
+    """RuleError if `f` is too large to compile as one subscription, by the rule the compiler
+    applies to a rule file (`compiler.formula.check`): a filter whose normal form may pass
+    the compiler's limit (an upper bound, computed without building it) compiles as a
+    formula, unless its own decision diagram passes the formula limit. Checked where a view
+    is created, so that a filter the data path could refuse is refused there
+    (INVALID_CONFIG), not at every later produce."""
     with deep_recursion():
-        bound = size_bound(f)
-    if bound > MAX_DISJUNCTS:
-        raise RuleError(f"camus.filter may expand to more than {MAX_DISJUNCTS} alternatives in "
-                        "disjunctive normal form; split it into several views")
+        formula.check(f, None, None, what="camus.filter")
 
 
 def _onto(slots: dict[QueryField, QueryField], f: Filter) -> Filter:
