@@ -12,6 +12,9 @@ compile to the incremental compiler (`compiler.incremental`: one rule per endpoi
 `shim.subscriptions.rules_for`, removed and added), which answers with the entry writes
 the change needs, in time proportional to the change, not to the subscriptions; those go
 to the target; a write the target refuses (`TargetError`) makes it reload the whole state.
+While an endpoint's filter is too wide for normal form (`compiler.formula`), which the
+incremental compiler refuses, every change compiles all the rules from scratch instead and
+writes the difference (`shim.approximation.WholeCompile`).
 Once the broker serves (`compile_in_background()`), nothing compiles on the event loop: a
 change compiles on a worker thread from a snapshot of the changed endpoints while the target
 keeps its old entries, the result is written on the loop, and `when_applied(fn)` runs `fn`
