@@ -32,7 +32,7 @@ from pathlib import Path
 from compiler.estimate import DEFAULT_MAX_ENTRIES
 from controller.target import open_target
 from shim import compaction
-from shim.datapath import DataPath, Delivered
+from shim.datapath import DataPath, Delivered, PortsExhausted
 from shim.fetch_sessions import FetchSessions
 from shim.consumer_groups import ConsumerGroups
 from shim.group_coordinator import Coordinator, Group
@@ -98,6 +98,8 @@ class Broker:
         self.view_ports: dict[int, str] = {}  # target port -> view name
         self.replaying: set[str] = set()  # views whose source replay is under way
         self._waiting: dict[str, list[asyncio.Future]] = {}  # view -> `view_ready` callers
+        self.members_without_port = 0  # member topics left off the switch: no port free
+        self._next_port_warning = 0.0
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self.changed = asyncio.Event()
@@ -187,6 +189,9 @@ class Broker:
         except OSError as exc:
             self._discard(topic)
             raise TopicError(f"cannot create {name!r}: {exc}", "kafka_storage_error") from exc
+        except PortsExhausted as exc:
+            self._discard(topic)
+            raise TopicError(f"cannot create view {name!r}: {exc}", "policy_violation") from exc
         except BaseException:
             self._discard(topic)
             raise
@@ -590,12 +595,26 @@ class Broker:
                     continue
                 source = self.catalog.get(t.source) if t.is_view else t
                 if name not in ports:
-                    ports[name] = self.datapath.allocate_port()
+                    try:
+                        ports[name] = self.datapath.allocate_port()
+                    except PortsExhausted as exc:
+                        # A member's port only mirrors its subscription on the switch (it
+                        # reads the logs through Fetch either way): it goes without one.
+                        self._no_member_port(exc)
+                        continue
                 self.datapath.subscribe(ports[name], source.number, frozenset(parts), t.filter,
                                         log=False)
         for key in [k for k in self.member_ports if k[0] == group.group_id and k not in live]:
             for port in self.member_ports.pop(key).values():
                 self.datapath.unsubscribe(port)
+
+    def _no_member_port(self, exc: PortsExhausted) -> None:
+        self.members_without_port += 1
+        now = time.monotonic()
+        if now >= self._next_port_warning:  # at most once a minute
+            self._next_port_warning = now + 60
+            log.warning("a consumer group member's topic gets no switch port (%d so far): %s",
+                        self.members_without_port, exc)
 
     def _refresh_member_subscriptions(self) -> None:
         for g in [*self.coordinator.groups.values(), *self.consumer_groups.groups.values()]:

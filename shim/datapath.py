@@ -76,6 +76,14 @@ from shim.subscriptions import Subscription, kafka_spec
 
 log = logging.getLogger("camus.datapath")
 MAX_SENDERS = 1024  # reassemblers kept for records from the network, one per sending host
+# Endpoints are the switch's ports 1..509: v1model names 9-bit ports, 0 is where produced
+# records enter, 510 where records go in that must not leave the broker (LOCAL_INGRESS), and
+# bmv2 drops what is sent to 511 (a fabric's logical up port, too).
+LAST_ENDPOINT = LOCAL_INGRESS - 1
+
+
+class PortsExhausted(RuntimeError):
+    """Every port the switch has for endpoints (views, group members' topics) is taken."""
 
 Delivered = dict[int, list[tuple[int, Record]]]  # log endpoint -> [(offset, record)]
 
@@ -159,8 +167,14 @@ class DataPath:
     # --- control ----------------------------------------------------------------------
 
     def allocate_port(self) -> int:
+        """A free endpoint port; PortsExhausted when all LAST_ENDPOINT are taken."""
         if self._free_ports:
             return self._free_ports.pop()
+        if self._next_port > LAST_ENDPOINT:
+            raise PortsExhausted(
+                f"the switch has {LAST_ENDPOINT} ports for views and consumer group members' "
+                f"topics, and every one is taken (or being released); delete a view or stop "
+                f"a consumer first")
         self._next_port += 1
         return self._next_port - 1
 
