@@ -38,29 +38,24 @@ from controller.embedded import EmbeddedTarget
 from controller.filter_wire import to_json
 from controller.host_io import ETH_P_ALL, PACKET_OUTGOING, is_udp_to
 from controller.target import INGRESS_PORT, TargetUnavailable
+from switch.ports import grow_receive_buffer as grow_buffer
 
 log = logging.getLogger("camus.fabric")
 REPUBLISH = 1.0  # seconds between publications of an unchanged subscription set
 RCVBUF = 64 << 20  # room for bursts of frames while the reader catches up
+API_TIMEOUT = 30.0
+KAFKA_UDP_PORT = 9094  # p4/kafka/kafka.p4's @udp_port, where reframed records go
 
 
 def grow_receive_buffer(sock: socket.socket, size: int = RCVBUF) -> int:
-    """Give `sock` a `size`-byte receive buffer: SO_RCVBUFFORCE where permitted (root),
-    else SO_RCVBUF, which the kernel caps at net.core.rmem_max (about 200 KB by default: a
-    burst of a few thousand frames beyond what the reader keeps up with is then dropped).
-    The size the kernel granted."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
-    except OSError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
-    granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    """`switch.ports.grow_receive_buffer`, saying in the log when the kernel granted less
+    (without root it caps the buffer at net.core.rmem_max, about 200 KB by default: a burst
+    of a few thousand frames beyond what the reader keeps up with is then dropped)."""
+    granted = grow_buffer(sock, size)
     if granted < size:
         log.warning("fabric: a UDP receive buffer of %d bytes (asked %d): bursts may lose "
                     "frames; raise net.core.rmem_max or run as root", granted, size)
     return granted
-API_TIMEOUT = 30.0
-SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux; not named in every Python
-KAFKA_UDP_PORT = 9094  # p4/kafka/kafka.p4's @udp_port, where reframed records go
 
 
 def host_mac(host: str) -> bytes:

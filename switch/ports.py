@@ -39,10 +39,11 @@ PACKET_OUTGOING = 4
 RECEIVE_BUFFER = 8 << 20  # bytes: a burst of frames waits in the socket, not lost at its edge
 
 
-def grow_receive_buffer(sock: socket.socket, size: int = RECEIVE_BUFFER) -> None:
+def grow_receive_buffer(sock: socket.socket, size: int = RECEIVE_BUFFER) -> int:
     """Ask for a large receive buffer: beyond net.core.rmem_max with CAP_NET_ADMIN
     (SO_RCVBUFFORCE), else as large as the kernel allows. The default (about 200 KiB) holds a
-    few hundred frames: a burst from a producer would overflow it and be lost."""
+    few hundred frames: a burst from a producer would overflow it and be lost. Answers the
+    size the kernel granted (it reports twice what it keeps for data)."""
     force = getattr(socket, "SO_RCVBUFFORCE", None)
     try:
         if force is None:
@@ -53,6 +54,7 @@ def grow_receive_buffer(sock: socket.socket, size: int = RECEIVE_BUFFER) -> None
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
         except OSError:
             pass  # the default buffer: bursts may lose frames, which the sender must expect
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
 
 class PortError(ValueError):
