@@ -27,7 +27,7 @@ equivalent filter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from compiler.ast import NEGATED, And, Atom, Const, Filter, Not, Or, Rule
 
@@ -44,9 +44,10 @@ def approximate(f: Filter, alpha: int | Mapping[str, int]) -> Filter:
     return _walk(f, alpha, False)
 
 
-def approximate_rules(rules: list[Rule], alpha: int) -> list[Rule]:
-    """Every rule with its filter approximated (a single switch's `--alpha`)."""
-    if alpha == 1:
+def approximate_rules(rules: Sequence[Rule], alpha: int | Mapping[str, int]) -> list[Rule]:
+    """Every rule with its filter approximated (a single switch's `--alpha`, or the broker's
+    per-field fit); unchanged under α 1 or an empty mapping."""
+    if alpha == 1 or not alpha:
         return list(rules)
     return [Rule(approximate(r.filter, alpha), r.ports, r.line, r.text) for r in rules]
 

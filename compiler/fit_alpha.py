@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from compiler.approximate import approximate
-from compiler.ast import And, Atom, Not, Or, Rule
+from compiler.approximate import approximate_rules
+from compiler.ast import Rule, atoms
 from compiler.estimate import Estimate, estimate
 from compiler.incremental import ranged_fields
 from compiler.normalize import dnf
@@ -38,13 +38,6 @@ class Fit:
     alpha: dict[str, int]  # field qname -> α, only the fields rounded (empty: exact)
     estimate: Estimate  # of the rules approximated with `alpha`
     fits: bool  # whether the estimate is within the budget
-
-
-def approximate_all(rules: Sequence[Rule], alpha: Mapping[str, int]) -> list[Rule]:
-    """`rules` with their filters approximated field by field (unchanged without an α)."""
-    if not alpha:
-        return list(rules)
-    return [Rule(approximate(r.filter, alpha), r.ports, r.line, r.text) for r in rules]
 
 
 def size(rules: Sequence[Rule], fields: Sequence[QueryField]) -> Estimate:
@@ -64,7 +57,7 @@ def alpha_to_fit(rules: Sequence[Rule], fields: Sequence[QueryField], budget: in
                  if name in by_name and not by_name[name].ascii}
     largest = _largest_constants(rules)
     while True:
-        est = size(approximate_all(rules, alpha), fields)
+        est = size(approximate_rules(rules, alpha), fields)
         if est.entries <= budget:
             return Fit(alpha, est, True)
         open_fields = [n for n in roundable if alpha.get(n, 1) <= largest.get(n, 0)]
@@ -78,15 +71,9 @@ def alpha_to_fit(rules: Sequence[Rule], fields: Sequence[QueryField], budget: in
 def _largest_constants(rules: Sequence[Rule]) -> dict[str, int]:
     """Per field, the largest constant a range test of it uses."""
     out: dict[str, int] = {}
-    todo = [r.filter for r in rules]
-    while todo:
-        f = todo.pop()
-        if isinstance(f, Atom):
-            if f.prefix_len is None and f.op not in ("==", "!="):
-                name = f.field.qname
-                out[name] = max(out.get(name, 0), f.value + 1)  # x > v cuts at v + 1
-        elif isinstance(f, (And, Or)):
-            todo.extend(f.items)
-        elif isinstance(f, Not):
-            todo.append(f.item)
+    for r in rules:
+        for a in atoms(r.filter):
+            if a.prefix_len is None and a.op not in ("==", "!="):
+                name = a.field.qname
+                out[name] = max(out.get(name, 0), a.value + 1)  # x > v cuts at v + 1
     return out

@@ -45,11 +45,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from compiler.approximate import approximate_rules
 from compiler.ast import Filter, Rule
 from compiler.compile import TRUST_ESTIMATE_AT, compile_rules
 from compiler.estimate import estimate
 from compiler.formula import wide
-from compiler.fit_alpha import alpha_to_fit, approximate_all, size
+from compiler.fit_alpha import alpha_to_fit, size
 from compiler.incremental import Incremental
 from compiler.normalize import dnf
 from compiler.rules import deep_recursion
@@ -206,7 +207,7 @@ class Budget:
         budget (the estimate seldom errs low, but may)."""
         budget = self.max_entries
         for _ in range(REFITS + 1):
-            new = Incremental(self.spec, approximate_all(list(exact.values()), alpha), static=True)
+            new = Incremental(self.spec, approximate_rules(list(exact.values()), alpha), static=True)
             count = _entries(new)
             if not self.max_entries or count <= self.max_entries:
                 break
@@ -228,7 +229,7 @@ class Budget:
                         "brings them under", count, format_alpha(alpha), self.max_entries)
 
     def _approximated(self, rule: Rule, alpha: Mapping[str, int]) -> Rule:
-        return approximate_all([rule], alpha)[0] if alpha else rule
+        return approximate_rules([rule], alpha)[0] if alpha else rule
 
     def _keep(self, exact: dict[int, Rule], alpha: dict[str, int],
               held: dict[int, Rule], count: int) -> None:

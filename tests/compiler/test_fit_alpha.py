@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 from compiler.compile import compile_rules
-from compiler.fit_alpha import alpha_to_fit, approximate_all, size
+from compiler.approximate import approximate_rules
+from compiler.fit_alpha import alpha_to_fit, size
 from compiler.incremental import Incremental
 from compiler.rules import parse_rules
 from compiler.spec import parse_spec
@@ -32,7 +33,7 @@ def test_alpha_grows_on_the_fields_that_cut_most_until_the_estimate_fits():
     assert all(a >= 10 and str(a).strip("0") == "1" for a in fit.alpha.values())
     # The estimate of the approximated rules is what `fit` says, and the real compile is
     # no larger.
-    approx = approximate_all(rules, fit.alpha)
+    approx = approximate_rules(rules, fit.alpha)
     assert size(approx, fields).entries == fit.estimate.entries
     assert compile_rules(spec, approx).stats["entries"]["total"] <= fit.estimate.entries
 

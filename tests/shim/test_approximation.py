@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from compiler.ast import And, Atom, Const, Filter, Not, Or
 from compiler.compile import compile_rules
-from compiler.fit_alpha import approximate_all
+from compiler.approximate import approximate_rules
 from compiler.semantics import holds
 from shim import reframe
 from shim.approximation import SLOT_NAMES, recheck
@@ -111,7 +111,7 @@ def test_superset_plus_recheck_is_exact(case):
     event("approximated" if dp.held.alpha else "exact")
     event("false positives dropped" if any(dp.stats.false_positives.values()) else "none dropped")
     # The switch holds the from-scratch compile of the rules it was given.
-    given_rules = approximate_all(rules_for(dp.spec, [dp.subscriptions[p] for p in views]),
+    given_rules = approximate_rules(rules_for(dp.spec, [dp.subscriptions[p] for p in views]),
                                   dp.held.alpha)
     scratch = compile_rules(dp.spec, given_rules, static=True).entries["table_entries"]
     key = lambda e: json.dumps(e, sort_keys=True)  # noqa: E731

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from compiler.compile import compile_rules
-from compiler.fit_alpha import approximate_all
+from compiler.approximate import approximate_rules
 from compiler.formula import wide
 from compiler.incremental import Incremental
 from compiler.semantics import holds
@@ -91,7 +91,7 @@ def test_wide_views_are_exact_through_adds_and_removes(plan, budget, docs):
         rules = rules_for(dp.spec, [dp.subscriptions[p] for p in views])
         held_wide = any(wide(r.filter) for r in rules)
         assert isinstance(dp.compiler, WholeCompile if held_wide else Incremental)
-        given_rules = approximate_all(rules, dp.held.alpha)
+        given_rules = approximate_rules(rules, dp.held.alpha)
         scratch = compile_rules(dp.spec, given_rules, static=True).entries["table_entries"]
         assert entries_key(dp.target.entries()) == entries_key(scratch)
         if held_wide:
