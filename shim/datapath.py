@@ -451,9 +451,9 @@ class DataPath:
         buf, lengths, owner = packed
         self.stats.packets_in += len(lengths) // 4
         logs = [p for p in self.log_ports if only is None or p == only]
-        checks = self.held.recheck
+        checks = self.held.recheck  # empty unless the switch holds an approximation
         sent = _Sent(buf, lengths, owner, records_at, count, shift, logs, then,
-                     {p: checks[p] for p in logs if p in checks})
+                     {p: checks[p] for p in logs if p in checks} if checks else {})
         self._under_way.append(sent)
         try:
             ingress = LOCAL_INGRESS if local or only is not None else INGRESS_PORT
