@@ -244,21 +244,6 @@ class Emulation:
                     raise EmulationError(f"bmv2 for switch {s} did not take its pipeline: {exc}") from None
                 time.sleep(0.5)
 
-    def push_entries(self, s: str) -> None:
-        """Switch `s`, running, to the entries DIR/switches/S/entries.json holds now (a change
-        rewrote them: `camus net serve --mininet`); only the difference is written."""
-        entries = json.loads((self.dir / "switches" / s / "entries.json").read_text())
-        if self.bmv2:
-            from controller.fabric_p4 import switch_entries
-
-            info, program = self._compile_bmv2()
-            config, entries = TargetConfig.from_files(info, program), switch_entries(self.topo, s, entries)
-        else:
-            config = TargetConfig.software_switch(self.dir / "switches" / s)
-        with P4RuntimeClient(self.p4rt[s], 1, 1, 20.0) as client:
-            client.arbitrate()
-            push(client, config, entries)
-
     def _stop_switch(self, s: str) -> None:
         proc = self.procs.pop(s, None)
         if proc is not None and proc.poll() is None:
