@@ -26,9 +26,38 @@ def table(name: str, keys: list[tuple[str, str, str]], actions: tuple[str, ...])
             f"    }}\n")
 
 
+PORT_BITS = 9  # v1model's egress_spec and egress_port
+
+
+def one_hot(dst: str, port: str, width: int) -> list[str]:
+    """`dst = 1 << port` as a `width`-bit bitmap, with no shift by a run-time amount.
+
+    p4c's bmv2 backend refuses a shift whose amount is wider than 8 bits (a 9-bit port) or a
+    constant of 256 or more, and a hardware target has no wide barrel shifter. So the one-hot
+    is built from the port's bits, each a conditional shift by a constant (1, 2, 4, ... 128,
+    and 256 as two shifts of 128): log2(width) steps, no table and no entry. A port at or past
+    `width` gives 0: its bit is shifted out, or a step as wide as the bitmap clears it. See
+    docs/p4.md ("Port bitmaps without run-time shifts") for what the alternatives cost."""
+    out = [f"{dst} = 1;"]
+    for k in range(PORT_BITS):
+        step = 1 << k
+        if step >= width:
+            body = [f"{dst} = 0;"]
+        else:
+            body = [f"{dst} = {dst} << {min(step, 128)};"] * max(1, step // 128)
+        out += [f"if ({port}[{k}:{k}] == 1) {{", *("    " + b for b in body), "}"]
+    return out
+
+
+def egress_port_bit(width: int) -> list[str]:
+    """Egress, once per copy: `meta.port_bit` is this copy's port as a one-hot bitmap, which
+    `port_bit` tests every decision's bitmap against."""
+    return one_hot("meta.port_bit", "standard_metadata.egress_port", width)
+
+
 def port_bit(bitmap: str) -> str:
     """A port bitmap's bit for this copy's egress port is set (a port past its width: not)."""
-    return f"(({bitmap} >> standard_metadata.egress_port) & 1) == 1"
+    return f"({bitmap} & meta.port_bit) != 0"
 
 
 def indent(lines: list[str], n: int) -> list[str]:
@@ -39,9 +68,9 @@ def walk(a: AppLayout, ports_width: int) -> list[str]:
     """The stage walk of one message: a decision (`meta.decided`) skips every later stage.
 
     With several lanes, each lane's chain runs from state 0 with `decided` cleared, and its
-    decision is OR-ed into `meta.lane_ports` as a bitmap (fwd(p): bit p); the message is then
-    decided as an `mcast` of that union (through the application's group, which reaches every
-    port a decision names), so the code after the walk needs no change."""
+    decision is OR-ed into `meta.lane_ports` as a bitmap (fwd(p): bit p, made by `one_hot`);
+    the message is then decided as an `mcast` of that union (through the application's group,
+    which reaches every port a decision names), so the code after the walk needs no change."""
     if len(a.lanes) == 1:
         return _chain(a.stages, a.leaf_table)
     width = ports_width
@@ -53,7 +82,8 @@ def walk(a: AppLayout, ports_width: int) -> list[str]:
                 "    if (meta.multicast == 1) {",
                 "        meta.lane_ports = meta.lane_ports | meta.ports;",
                 "    } else {",
-                f"        meta.lane_ports = meta.lane_ports | ((bit<{width}>)1 << standard_metadata.egress_spec);",
+                *indent(one_hot("meta.port_bit", "standard_metadata.egress_spec", width), 8),
+                "        meta.lane_ports = meta.lane_ports | meta.port_bit;",
                 "    }",
                 "}"]
     return out + ["meta.decided = 0;",

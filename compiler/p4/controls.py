@@ -16,7 +16,7 @@ egress (`compiler.p4.moldudp64_pruning`). Egress rewrites the UDP port of every 
 from __future__ import annotations
 
 from compiler.p4 import fabric as fabric_egress, moldudp64_pruning
-from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, indent, port_bit, table, walk
+from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, egress_port_bit, indent, port_bit, table, walk
 from compiler.p4.layout import AppLayout
 from pipeline.model import Pipeline
 
@@ -112,6 +112,8 @@ def egress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> s
                     [("standard_metadata.egress_port", "exact", "egress_port"),
                      ("standard_metadata.egress_rid", "exact", "egress_rid")], ("set_udp_port",))]
     body = fabric_egress.egress_prologue() if fabric else []
+    body += ["// This copy's port as a one-hot bitmap, for the decisions' bitmaps below."]
+    body += egress_port_bit(pipeline.ports_width)
     selects = fabric_egress.selects if fabric else port_bit
     if any(a.framing == "single" for a in apps):
         body += ["if (meta.prune == 1 && !(" + selects("meta.ports") + ")) {",

@@ -100,10 +100,10 @@ def unicast() -> list[str]:
 
 def selects(bitmap: str) -> str:
     """A decision's bitmap selects this copy: its port's bit, or the logical up port's bit
-    when this copy is at the chosen up port."""
-    return (f"(((({bitmap} >> standard_metadata.egress_port) & 1) == 1"
-            f" || (({bitmap} >> {LOGICAL_UP}) & 1) == 1"
-            f" && standard_metadata.egress_port == meta.fabric_up_port))")
+    when this copy is at the chosen up port (`meta.port_bit`: `compiler.p4.blocks.egress_port_bit`)."""
+    return (f"(({bitmap} & meta.port_bit) != 0"
+            f" || {bitmap}[{LOGICAL_UP}:{LOGICAL_UP}] == 1"
+            f" && standard_metadata.egress_port == meta.fabric_up_port)")
 
 
 def egress_prologue() -> list[str]:

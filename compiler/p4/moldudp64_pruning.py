@@ -22,7 +22,7 @@ beyond entries.json is needed; every copy is then pruned the way docs/pipeline-i
 from __future__ import annotations
 
 from compiler.p4 import fabric as fabric_egress
-from compiler.p4.blocks import copy_lengths, indent, port_bit, walk
+from compiler.p4.blocks import copy_lengths, indent, one_hot, port_bit, walk
 from compiler.p4.layout import AppLayout
 
 NO_SLOT = 255  # "no message evaluated in this pass"; slots are at most 32
@@ -78,7 +78,7 @@ def ingress(a: AppLayout, ports_width: int, fabric: bool = False) -> list[str]:
         "            if (meta.multicast == 1) {",
         "                kind = 2;",
         "            } else {",
-        f"                ports = (bit<{ports_width}>)1 << standard_metadata.egress_spec;",
+        *indent(one_hot("ports", "standard_metadata.egress_spec", ports_width), 16),
         "            }",
         f"            if ({m['kind']} == 0) {{",
         f"                {m['kind']} = kind;",

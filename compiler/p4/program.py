@@ -112,6 +112,7 @@ def _headers(apps: list[AppLayout], state_width: int, ports_width: int, fabric: 
         "    bit<1>  decided;     // a fwd/mcast action ran: later stages and the leaf are skipped",
         "    bit<1>  multicast;   // the decision was mcast(ports)",
         f"    bit<{ports_width}> ports;  // its port bitmap: bit p selects port p",
+        f"    bit<{ports_width}> port_bit;  // scratch: one port as a one-hot bitmap (blocks.one_hot)",
         "    bit<1>  prune;       // egress: drop a copy whose port's bit in `ports` is clear",
         "    bit<1>  handled;     // subscription copies were made (or a pass follows): no ipv4_lpm",
         "    bit<1>  rewrite;     // egress: rewrite the UDP port, zero the UDP checksum, truncate",

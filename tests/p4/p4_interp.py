@@ -19,6 +19,7 @@ subset raises `Unsupported` rather than guessing.
 from __future__ import annotations
 
 import copy
+import operator
 import zlib
 from dataclasses import dataclass, field
 
@@ -27,6 +28,10 @@ from tests.p4.p4_syntax import Program, Table, Unsupported, parse_program
 DROP_PORT = 511
 STD_WIDTHS = {"ingress_port": 9, "egress_spec": 9, "egress_port": 9, "egress_rid": 16,
               "mcast_grp": 16, "packet_length": 32, "instance_type": 32}
+
+
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "|": operator.or_,
+          "&": operator.and_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}
 
 
 class ParserError(Exception):
@@ -136,8 +141,9 @@ class Interpreter:
         if op in ("==", "!=", "<", ">", "<=", ">="):
             return {"==": a == b, "!=": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[op], None
         width = wa if op in ("<<", ">>") else (wa or wb)
-        v = {"+": a + b, "-": a - b, "*": a * b, "|": a | b, "&": a & b, "^": a ^ b,
-             "<<": a << b, ">>": a >> b}[op]
+        # Only the operator's own result: a wide operand shifted by another (the one-hot port
+        # bitmaps) would not fit in memory.
+        v = _ARITH[op](a, b)
         return (v & ((1 << width) - 1) if width else v), width
 
     def assign(self, pkt: Packet, target, value: int) -> None:

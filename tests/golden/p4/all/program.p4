@@ -173,6 +173,7 @@ struct metadata_t {
     bit<1>  decided;     // a fwd/mcast action ran: later stages and the leaf are skipped
     bit<1>  multicast;   // the decision was mcast(ports)
     bit<5> ports;  // its port bitmap: bit p selects port p
+    bit<5> port_bit;  // scratch: one port as a one-hot bitmap (blocks.one_hot)
     bit<1>  prune;       // egress: drop a copy whose port's bit in `ports` is clear
     bit<1>  handled;     // subscription copies were made (or a pass follows): no ipv4_lpm
     bit<1>  rewrite;     // egress: rewrite the UDP port, zero the UDP checksum, truncate
@@ -1100,7 +1101,34 @@ control CamusIngress(inout headers_t hdr, inout metadata_t meta,
                             if (meta.multicast == 1) {
                                 kind = 2;
                             } else {
-                                ports = (bit<5>)1 << standard_metadata.egress_spec;
+                                ports = 1;
+                                if (standard_metadata.egress_spec[0:0] == 1) {
+                                    ports = ports << 1;
+                                }
+                                if (standard_metadata.egress_spec[1:1] == 1) {
+                                    ports = ports << 2;
+                                }
+                                if (standard_metadata.egress_spec[2:2] == 1) {
+                                    ports = ports << 4;
+                                }
+                                if (standard_metadata.egress_spec[3:3] == 1) {
+                                    ports = 0;
+                                }
+                                if (standard_metadata.egress_spec[4:4] == 1) {
+                                    ports = 0;
+                                }
+                                if (standard_metadata.egress_spec[5:5] == 1) {
+                                    ports = 0;
+                                }
+                                if (standard_metadata.egress_spec[6:6] == 1) {
+                                    ports = 0;
+                                }
+                                if (standard_metadata.egress_spec[7:7] == 1) {
+                                    ports = 0;
+                                }
+                                if (standard_metadata.egress_spec[8:8] == 1) {
+                                    ports = 0;
+                                }
                             }
                             if (meta.itch_kind == 0) {
                                 meta.itch_kind = kind;
@@ -1246,7 +1274,36 @@ control CamusEgress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        if (meta.prune == 1 && !(((meta.ports >> standard_metadata.egress_port) & 1) == 1)) {
+        // This copy's port as a one-hot bitmap, for the decisions' bitmaps below.
+        meta.port_bit = 1;
+        if (standard_metadata.egress_port[0:0] == 1) {
+            meta.port_bit = meta.port_bit << 1;
+        }
+        if (standard_metadata.egress_port[1:1] == 1) {
+            meta.port_bit = meta.port_bit << 2;
+        }
+        if (standard_metadata.egress_port[2:2] == 1) {
+            meta.port_bit = meta.port_bit << 4;
+        }
+        if (standard_metadata.egress_port[3:3] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[4:4] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[5:5] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[6:6] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[7:7] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[8:8] == 1) {
+            meta.port_bit = 0;
+        }
+        if (meta.prune == 1 && !((meta.ports & meta.port_bit) != 0)) {
             mark_to_drop(standard_metadata);  // the decision's bitmap does not select this port
             meta.rewrite = 0;
         }
@@ -1255,36 +1312,36 @@ control CamusEgress(inout headers_t hdr, inout metadata_t meta,
                 // A copy from the application's group: block i is kept iff decision i selects
                 // this replica: its port's bit is set (and a fwd decision is the replica (port, 0)).
                 bit<32> keep = 0;
-                if (meta.itch_dkind_0 == 2 && ((meta.itch_dports_0 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_0 == 1 && ((meta.itch_dports_0 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_0 == 2 && (meta.itch_dports_0 & meta.port_bit) != 0
+                    || meta.itch_dkind_0 == 1 && (meta.itch_dports_0 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 0);
                 }
-                if (meta.itch_dkind_1 == 2 && ((meta.itch_dports_1 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_1 == 1 && ((meta.itch_dports_1 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_1 == 2 && (meta.itch_dports_1 & meta.port_bit) != 0
+                    || meta.itch_dkind_1 == 1 && (meta.itch_dports_1 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 1);
                 }
-                if (meta.itch_dkind_2 == 2 && ((meta.itch_dports_2 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_2 == 1 && ((meta.itch_dports_2 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_2 == 2 && (meta.itch_dports_2 & meta.port_bit) != 0
+                    || meta.itch_dkind_2 == 1 && (meta.itch_dports_2 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 2);
                 }
-                if (meta.itch_dkind_3 == 2 && ((meta.itch_dports_3 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_3 == 1 && ((meta.itch_dports_3 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_3 == 2 && (meta.itch_dports_3 & meta.port_bit) != 0
+                    || meta.itch_dkind_3 == 1 && (meta.itch_dports_3 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 3);
                 }
-                if (meta.itch_dkind_4 == 2 && ((meta.itch_dports_4 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_4 == 1 && ((meta.itch_dports_4 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_4 == 2 && (meta.itch_dports_4 & meta.port_bit) != 0
+                    || meta.itch_dkind_4 == 1 && (meta.itch_dports_4 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 4);
                 }
-                if (meta.itch_dkind_5 == 2 && ((meta.itch_dports_5 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_5 == 1 && ((meta.itch_dports_5 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_5 == 2 && (meta.itch_dports_5 & meta.port_bit) != 0
+                    || meta.itch_dkind_5 == 1 && (meta.itch_dports_5 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 5);
                 }
-                if (meta.itch_dkind_6 == 2 && ((meta.itch_dports_6 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_6 == 1 && ((meta.itch_dports_6 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_6 == 2 && (meta.itch_dports_6 & meta.port_bit) != 0
+                    || meta.itch_dkind_6 == 1 && (meta.itch_dports_6 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 6);
                 }
-                if (meta.itch_dkind_7 == 2 && ((meta.itch_dports_7 >> standard_metadata.egress_port) & 1) == 1
-                    || meta.itch_dkind_7 == 1 && ((meta.itch_dports_7 >> standard_metadata.egress_port) & 1) == 1 && standard_metadata.egress_rid == 0) {
+                if (meta.itch_dkind_7 == 2 && (meta.itch_dports_7 & meta.port_bit) != 0
+                    || meta.itch_dkind_7 == 1 && (meta.itch_dports_7 & meta.port_bit) != 0 && standard_metadata.egress_rid == 0) {
                     keep = keep | ((bit<32>)1 << 7);
                 }
                 meta.itch_keep = keep;

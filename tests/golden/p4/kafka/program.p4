@@ -72,6 +72,7 @@ struct metadata_t {
     bit<1>  decided;     // a fwd/mcast action ran: later stages and the leaf are skipped
     bit<1>  multicast;   // the decision was mcast(ports)
     bit<4> ports;  // its port bitmap: bit p selects port p
+    bit<4> port_bit;  // scratch: one port as a one-hot bitmap (blocks.one_hot)
     bit<1>  prune;       // egress: drop a copy whose port's bit in `ports` is clear
     bit<1>  handled;     // subscription copies were made (or a pass follows): no ipv4_lpm
     bit<1>  rewrite;     // egress: rewrite the UDP port, zero the UDP checksum, truncate
@@ -341,7 +342,36 @@ control CamusEgress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        if (meta.prune == 1 && !(((meta.ports >> standard_metadata.egress_port) & 1) == 1)) {
+        // This copy's port as a one-hot bitmap, for the decisions' bitmaps below.
+        meta.port_bit = 1;
+        if (standard_metadata.egress_port[0:0] == 1) {
+            meta.port_bit = meta.port_bit << 1;
+        }
+        if (standard_metadata.egress_port[1:1] == 1) {
+            meta.port_bit = meta.port_bit << 2;
+        }
+        if (standard_metadata.egress_port[2:2] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[3:3] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[4:4] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[5:5] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[6:6] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[7:7] == 1) {
+            meta.port_bit = 0;
+        }
+        if (standard_metadata.egress_port[8:8] == 1) {
+            meta.port_bit = 0;
+        }
+        if (meta.prune == 1 && !((meta.ports & meta.port_bit) != 0)) {
             mark_to_drop(standard_metadata);  // the decision's bitmap does not select this port
             meta.rewrite = 0;
         }
