@@ -133,6 +133,25 @@ class Wire:
         time.sleep(settle)
         return self.take()
 
+    def stream(self, frames: list[bytes], expected: list[int], inflight: int = 48,
+               timeout: float = 3.0) -> tuple[list[tuple[int, bytes]], float]:
+        """For throughput: send while fewer than `inflight` predicted copies are owed (a
+        sliding window, so the device never idles for want of input and no egress queue
+        overflows); the copies, and the seconds from the first send to the last copy (or
+        to the last progress, if copies are missing)."""
+        stray = self.take()
+        if stray:
+            raise AssertionError(f"{len(stray)} copies arrived between exchanges")
+        owed, start = 0, time.perf_counter()
+        for frame, n in zip(frames, expected):
+            if owed - len(self.got) >= inflight:
+                self._wait(owed - inflight + 1, timeout)
+            self.tx.send(frame)
+            owed += n
+        self._wait(owed, timeout)
+        took = time.perf_counter() - start
+        return self.take(), took
+
     def _wait(self, count: int, timeout: float) -> None:
         """Until `count` copies are in, or no copy came for `timeout` seconds."""
         with self.cond:
