@@ -98,8 +98,31 @@ def ensure_pipeline(client: P4RuntimeClient, config: TargetConfig) -> bool:
         current = None
     if current == config.cookie:
         return False
+    if current is not None:
+        _delete_groups(client)
     client.set_pipeline(config.p4info, config.device_config, config.cookie)
     return True
+
+
+def _delete_groups(client: P4RuntimeClient) -> None:
+    """Delete every multicast group the target holds, before its pipeline is replaced.
+
+    bmv2 keeps its replication engine's groups across SetForwardingPipelineConfig while its
+    P4Runtime server (PI) forgets them: a group id written again under the new pipeline then
+    replicates through the old group's replicas as well as the new ones (duplicate copies,
+    copies to ports no rule names; found by tests/p4/test_bmv2_differential.py). Deleted
+    through P4Runtime while PI still knows them, they are gone from the engine too."""
+    wildcard = p4runtime_pb2.PacketReplicationEngineEntry()
+    wildcard.multicast_group_entry.multicast_group_id = 0
+    try:
+        held = [e.packet_replication_engine_entry
+                for e in client.read([p4runtime_pb2.Entity(packet_replication_engine_entry=wildcard)])]
+    except grpc.RpcError as exc:
+        if exc.code() not in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION):
+            raise
+        return  # an older PI cannot read groups back; nothing to delete that we know of
+    if held:
+        client.write([_update(Update.DELETE, packet_replication_engine_entry=g) for g in held])
 
 
 def read_state(client: P4RuntimeClient, index: P4InfoIndex) -> tuple[dict, dict | None]:

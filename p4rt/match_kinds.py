@@ -51,7 +51,11 @@ def _encode_lpm(m, value, width: int) -> bool:
     v, prefix_len = value
     if prefix_len == 0:
         return False
-    m.value, m.prefix_len = encode(v, width), prefix_len
+    # P4Runtime (9.1.1): the bits past the prefix must be zero, and PI refuses the entry
+    # otherwise ("Invalid LPM value, incorrect number of trailing zeros"); entries.json may
+    # carry them (`f == v/p` with any v), which every target ignores.
+    mask = ((1 << prefix_len) - 1) << (width - prefix_len)
+    m.value, m.prefix_len = encode(v & mask, width), prefix_len
     return True
 
 

@@ -150,3 +150,15 @@ def test_counter_extension_names_the_switch_drop_reasons():
     assert names["camus.port_rx"] == 512 and names["camus.drops"] == len(DROP_REASONS)
     assert names["camus.table.flat_key"] == 2
     assert all(c.preamble.id >> 24 == p4info_pb2.P4Ids.COUNTER for c in info.counters)
+
+
+def test_lpm_values_are_sent_masked_to_their_prefix():
+    """P4Runtime wants the bits past an LPM prefix zero, and bmv2's PI refuses the entry
+    otherwise ("incorrect number of trailing zeros"); entries.json may carry them (a rule
+    `f == v/p` with any v: found by tests/p4/test_bmv2_differential.py on bmv2)."""
+    index = P4InfoIndex(build_p4info(from_json(FLAT)))
+    e = {"table": "flat_key", "action": "set_state", "params": {"state": 3},
+         "match": {"state": {"exact": 0}, "m.key": {"lpm": [0x0A0B0C0D, 12]}}}
+    te = table_entry(index, e)
+    assert (te.match[1].lpm.value, te.match[1].lpm.prefix_len) == (b"\x0a\x00\x00\x00", 12)
+    assert entry_dict(index, te)["match"]["m.key"] == {"lpm": [0x0A000000, 12]}
