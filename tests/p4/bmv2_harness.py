@@ -254,7 +254,17 @@ class Device:
         from controller.push import push
 
         self.pushes += 1
-        return push(self.client, self.config(pipeline, slots), entries)
+        try:
+            return push(self.client, self.config(pipeline, slots), entries)
+        except Exception:
+            if self.exited():
+                raise AssertionError(f"{self.kind} exited ({self.proc.proc.returncode}) before "
+                                     f"rule set {self.pushes}; its log ends:\n{self.log_tail()}") from None
+            raise
+
+    def log_tail(self, n: int = 3000) -> str:
+        self.proc.log.flush()
+        return (self.proc.tmp / "device.log").read_text(errors="replace")[-n:]
 
     def run(self, frames: list[bytes], expected: list[int]) -> list[tuple[int, bytes]]:
         return self.wire.exchange(frames, expected)
@@ -267,4 +277,9 @@ class Device:
             self.client.close()
         if self.wire is not None:
             self.wire.close()
+        try:  # the device's log outlives it, beside the p4c outputs
+            self.work.mkdir(parents=True, exist_ok=True)
+            (self.work / "device.log").write_text(self.log_tail(1 << 20))
+        except OSError:
+            pass
         self.proc.stop()
