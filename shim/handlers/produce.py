@@ -7,7 +7,8 @@ Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets 
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
 INVALID_PRODUCER_EPOCH. A transactional producer's batches (transactional_id set) append
 only to partitions of its open transaction, at its current epoch (`_txn_refusal`).
-A compacted topic refuses a batch holding a record without a key (INVALID_RECORD).
+A compacted topic refuses a batch holding a record without a key (INVALID_RECORD), naming
+each such record in record_errors (KIP-467, Produce v8+).
 Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
 than the topic's max.message.bytes (Kafka's default, 1048588) fails its partition with
 MESSAGE_TOO_LARGE, as Kafka's does. A partition whose files cannot be written (disk full)
@@ -69,10 +70,11 @@ def handle_produce(ctx, request):
         if not batches:
             answer.update(error_code=ErrorCode.invalid_record, error_message="no record batch")
             continue
-        if topic.compacted and any(r.key is None for b in batches for r in batch_records(b)):
-            answer.update(error_code=ErrorCode.invalid_record,  # as Kafka's LogValidator
-                          error_message="Compacted topic cannot accept message without key")
-            continue
+        if topic.compacted:
+            keyless = _keyless_records(batches, topic.name, index)
+            if keyless:
+                answer.update(keyless)
+                continue
         limit = topic.int_config("max.message.bytes")
         too_large = [b for b in batches if b.batch_length + 12 > limit]
         if too_large:  # as Kafka: the batch as sent (compressed), log overhead included
@@ -89,6 +91,30 @@ def handle_produce(ctx, request):
     return request.response(responses=[
         {"name": name, "topic_id": tid, "partition_responses": parts}
         for (name, tid), parts in by_topic.items()])
+
+
+def _keyless_records(batches, topic: str, index: int) -> dict | None:
+    """The answer refusing a compacted topic's batch for its records without a key, or None.
+
+    As Kafka's LogValidator (KIP-467): the whole batch fails with INVALID_RECORD, and
+    record_errors (Produce v8+) names each keyless record by its index in its batch, so a
+    client can tell the records at fault from the ones that only failed with them
+    (librdkafka reports those as its local _INVALID_DIFFERENT_RECORD)."""
+    total = 0
+    errors = []
+    for b in batches:
+        for i, r in enumerate(batch_records(b)):
+            if r.key is None:
+                errors.append({"batch_index": i, "batch_index_error_message":
+                               f"record {i} has no key: compacted topic {topic}/{index} "
+                               "keeps records by key"})
+        total += b.record_count
+    if not errors:
+        return None
+    return {"error_code": ErrorCode.invalid_record, "record_errors": errors,
+            "error_message": f"{len(errors)} of the batch's {total} records have no key, "
+                             f"which compacted topic {topic!r} requires (record_errors names "
+                             "them); nothing of the batch was stored"}
 
 
 def _append(broker, topic, index, raw, batches) -> dict:
