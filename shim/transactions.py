@@ -61,28 +61,30 @@ class Txn:
     timeout_ms: int
     state: str = EMPTY
     partitions: set[tuple[str, int]] = field(default_factory=set)
-    # group -> (topic, partition) -> (offset, metadata), applied when the commit completes
-    offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = field(default_factory=dict)
+    # group -> (topic, partition) -> (offset, metadata, leader epoch), applied when the
+    # commit completes
+    offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = field(default_factory=dict)
     started_ms: int = -1
 
     def to_json(self) -> dict:
         return {"id": self.transactional_id, "pid": self.producer_id, "epoch": self.epoch,
                 "timeout_ms": self.timeout_ms, "state": self.state,
                 "partitions": sorted(self.partitions), "started_ms": self.started_ms,
-                "offsets": {g: [[t, p, o, md] for (t, p), (o, md) in parts.items()]
+                "offsets": {g: [[t, p, o, md, e] for (t, p), (o, md, e) in parts.items()]
                             for g, parts in self.offsets.items()}}
 
     @classmethod
     def from_json(cls, d: dict) -> Txn:
         return cls(d["id"], d["pid"], d["epoch"], d["timeout_ms"], d["state"],
                    {(t, p) for t, p in d["partitions"]},
-                   {g: {(t, p): (o, md) for t, p, o, md in items}
+                   {g: {(t, p): (o, md, rest[0] if rest else -1)  # files before the epoch
+                        for t, p, o, md, *rest in items}
                     for g, items in d["offsets"].items()}, d["started_ms"])
 
 
 # (partitions, producer id, epoch, commit?) -> None; raises to leave the transaction prepared
 WriteMarkers = Callable[[set, int, int, bool], None]
-# group -> {(topic, partition): (offset, metadata)}
+# group -> {(topic, partition): (offset, metadata, leader epoch)}
 ApplyOffsets = Callable[[dict], None]
 
 
