@@ -96,10 +96,14 @@ class TransactionCoordinator:
         self._write_markers = write_markers
         self._apply_offsets = apply_offsets
         self.txns: dict[str, Txn] = {}
+        # producer id -> the transactional id it is the current producer id of, so Produce
+        # can refuse a batch that borrows it without that transactional id
+        self._owners: dict[int, str] = {}
         if self.path and self.path.exists():
             for d in json.loads(self.path.read_text()):
                 t = Txn.from_json(d)
                 self.txns[t.transactional_id] = t
+                self._owners[t.producer_id] = t.transactional_id
 
     def _save(self) -> None:
         if not self.path:
@@ -122,6 +126,7 @@ class TransactionCoordinator:
         t = self.txns.get(txn_id)
         if t is None:
             t = self.txns[txn_id] = Txn(txn_id, self._new_producer_id(), 0, timeout_ms)
+            self._owners[t.producer_id] = txn_id
             self._save()
             return t.producer_id, t.epoch
         if producer_id >= 0 and (producer_id, epoch) != (t.producer_id, t.epoch):
@@ -138,9 +143,15 @@ class TransactionCoordinator:
             self._save()
         return t.producer_id, t.epoch
 
+    def owner(self, producer_id: int) -> str | None:
+        """The transactional id whose current producer id this is, or None."""
+        return self._owners.get(producer_id)
+
     def _bump(self, t: Txn) -> None:
         if t.epoch >= MAX_EPOCH:
+            del self._owners[t.producer_id]
             t.producer_id, t.epoch = self._new_producer_id(), 0
+            self._owners[t.producer_id] = t.transactional_id
         else:
             t.epoch += 1
 

@@ -5,8 +5,11 @@ and their records validated before any offset is assigned, so a bad batch fails 
 partition; the records are built only if the topic has subscribers (views, group members).
 Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets its
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
-INVALID_PRODUCER_EPOCH. A transactional producer's batches (transactional_id set) append
-only to partitions of its open transaction, at its current epoch (`_txn_refusal`).
+INVALID_PRODUCER_EPOCH. A transactional producer's batches (transactional_id set, which
+needs WRITE on that id) append only to partitions of its open transaction, under that id's
+producer id and current epoch; that producer id is refused in batches without its
+transactional id (`_txn_refusal`), so no one who may merely write the topic can take over
+another's sequence numbers or slip a record into another's transaction.
 A compacted topic refuses a batch holding a record without a key (INVALID_RECORD), naming
 each such record in record_errors (KIP-467, Produce v8+).
 Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
@@ -36,6 +39,11 @@ def handle_produce(ctx, request):
     broker = ctx.broker
     if request.body.acks not in (-1, 0, 1):
         return request.error_response(ErrorCode.invalid_required_acks)
+    txn_id = request.body.transactional_id
+    if txn_id is not None and not authorize.transactional_id(ctx, acl.WRITE, txn_id):
+        # As Kafka's KafkaApis: WRITE on the transactional id, for the whole request; else
+        # anyone who may write the topic could append to another principal's transaction.
+        return request.error_response(ErrorCode.transactional_id_authorization_failed)
     by_topic: dict = {}
     for ref, index, raw in produce.partitions(request):
         topic = broker.catalog.resolve(ref)
@@ -82,7 +90,7 @@ def handle_produce(ctx, request):
                           error_message=f"batch of {too_large[0].batch_length + 12} bytes is "
                                         f"larger than max.message.bytes={limit}")
             continue
-        refused = _txn_refusal(broker, request.body.transactional_id, topic, index, batches)
+        refused = _txn_refusal(broker, txn_id, topic, index, batches)
         if refused is not None:
             answer.update(error_code=refused[0], error_message=refused[1])
             continue
@@ -149,6 +157,13 @@ def _txn_refusal(broker, txn_id, topic, index, batches) -> tuple[ErrorCode, str]
     if txn_id is None:
         if any(x.is_transactional for x in batches):
             return ErrorCode.invalid_txn_state, "transactional batch without a transactional id"
+        if b.producer_id >= 0 and broker.transactions.owner(b.producer_id) is not None:
+            # A transactional producer's id used without its transactional id: as an
+            # idempotent batch it would take the producer's next sequence numbers, and the
+            # producer's own next batch would be acknowledged as a duplicate, never stored.
+            return (ErrorCode.invalid_txn_state,
+                    f"producer id {b.producer_id} is a transactional producer's: its batches "
+                    "are transactional and carry its transactional id")
         return None
     if not all(x.is_transactional and x.producer_id == b.producer_id for x in batches):
         return ErrorCode.invalid_record, "a transactional producer's batches are transactional"
@@ -184,8 +199,10 @@ def handle_init_producer_id(ctx, request):
             return request.response(error_code=ErrorCode.concurrent_transactions, producer_id=-1,
                                     producer_epoch=-1)
         return request.response(error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch)
-    pid, epoch = ctx.broker.producers.init(getattr(body, "producer_id", -1),
-                                           getattr(body, "producer_epoch", -1))
+    pid = getattr(body, "producer_id", -1)
+    if ctx.broker.transactions.owner(pid) is not None:
+        pid = -1  # a transactional producer's id is not bumped for anyone else: a new one
+    pid, epoch = ctx.broker.producers.init(pid, getattr(body, "producer_epoch", -1))
     return request.response(error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch)
 
 
