@@ -23,7 +23,9 @@ state, and become the group's committed offsets only when the commit completes.
 The coordinator decides; `Broker` does the writing (markers in partition logs, offsets),
 through the two callbacks it passes in. A transaction whose producer neither commits nor
 aborts within its `transaction.timeout.ms` is aborted by the broker's tick, with the epoch
-bumped so the producer is fenced, as Kafka does.
+bumped so the producer is fenced, as Kafka does. Past MAX_EPOCH the transactional id gets a
+new producer id, after the open transaction is aborted under the old one
+(`_fence_and_abort`).
 """
 
 from __future__ import annotations
@@ -135,10 +137,10 @@ class TransactionCoordinator:
         if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
             self._complete(t)  # finish what a failed marker write left, then go on
         t.timeout_ms = timeout_ms
-        self._bump(t)
         if t.state == ONGOING:  # the old instance's transaction: abort it, fenced
-            self._end(t, commit=False)
+            self._fence_and_abort(t)
         else:
+            self._bump(t)
             t.state = EMPTY
             self._save()
         return t.producer_id, t.epoch
@@ -148,12 +150,28 @@ class TransactionCoordinator:
         return self._owners.get(producer_id)
 
     def _bump(self, t: Txn) -> None:
+        """The next epoch, or a new producer id at epoch 0 once MAX_EPOCH is used up."""
         if t.epoch >= MAX_EPOCH:
-            del self._owners[t.producer_id]
+            self._owners.pop(t.producer_id, None)
             t.producer_id, t.epoch = self._new_producer_id(), 0
             self._owners[t.producer_id] = t.transactional_id
         else:
             t.epoch += 1
+
+    def _fence_and_abort(self, t: Txn) -> None:
+        """Abort the open transaction at the next epoch, fencing the instance that opened it.
+
+        The markers carry the producer id of the transaction's records, whatever the epoch:
+        a partition closes a transaction only on its own producer's marker. At the last
+        epoch that is MAX_EPOCH + 1 (Short.MAX_VALUE, never handed to a producer), and the
+        transactional id gets its new producer id only once the abort is complete, as
+        Kafka's coordinator does (KIP-360). A failed marker write leaves the abort prepared
+        under the old producer id, which `recover` and the next InitProducerId finish."""
+        t.epoch += 1
+        self._end(t, commit=False)
+        if t.epoch > MAX_EPOCH:
+            self._bump(t)
+            self._save()
 
     def _current(self, txn_id: str, producer_id: int, epoch: int) -> Txn:
         """The transactional id's state, if `producer_id` and `epoch` are its current ones."""
@@ -261,8 +279,7 @@ class TransactionCoordinator:
         expired = []
         for t in self.txns.values():
             if t.state == ONGOING and now_ms - t.started_ms > t.timeout_ms:
-                self._bump(t)
-                self._end(t, commit=False)
+                self._fence_and_abort(t)
                 expired.append(t.transactional_id)
         return expired
 
