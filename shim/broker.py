@@ -101,7 +101,8 @@ class Broker:
         self.members_without_port = 0  # member topics left off the switch: no port free
         self._next_port_warning = 0.0
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
-        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
+        # group -> (topic, partition) -> (offset, metadata, committed leader epoch)
+        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = {}
         self.changed = asyncio.Event()
         # Per topic or view: bytes and records produced, bytes fetched (`topic_counters`).
         self.traffic: dict[str, dict[str, int]] = {}
@@ -528,8 +529,8 @@ class Broker:
 
     def _apply_txn_offsets(self, offsets: dict) -> None:
         for group, parts in offsets.items():
-            for (name, p), (offset, metadata) in parts.items():
-                self.commit(group, name, p, offset, metadata)
+            for (name, p), (offset, metadata, leader_epoch) in parts.items():
+                self.commit(group, name, p, offset, metadata, leader_epoch)
         if offsets:
             self.save_offsets()
 
@@ -623,13 +624,15 @@ class Broker:
 
     # --- committed offsets ------------------------------------------------------------
 
-    def commit(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
-        self.offsets.setdefault(group, {})[(topic, partition)] = (offset, metadata or "")
+    def commit(self, group: str, topic: str, partition: int, offset: int, metadata: str,
+               leader_epoch: int = -1) -> None:
+        self.offsets.setdefault(group, {})[(topic, partition)] = (offset, metadata or "",
+                                                                  leader_epoch)
 
     def save_offsets(self) -> None:
         if not self.config.data_dir:
             return
-        doc = {g: [[t, p, o, md] for (t, p), (o, md) in parts.items()]
+        doc = {g: [[t, p, o, md, e] for (t, p), (o, md, e) in parts.items()]
                for g, parts in self.offsets.items()}
         path = self.config.data_dir / "offsets.json"
         tmp = path.with_suffix(".tmp")
@@ -640,7 +643,9 @@ class Broker:
         path = self.config.data_dir / "offsets.json" if self.config.data_dir else None
         if path and path.exists():
             for g, items in json.loads(path.read_text()).items():
-                self.offsets[g] = {(t, p): (o, md) for t, p, o, md in items}
+                # [topic, partition, offset, metadata(, leader epoch: files before it had none)]
+                self.offsets[g] = {(t, p): (o, md, rest[0] if rest else -1)
+                                   for t, p, o, md, *rest in items}
 
     # --- housekeeping -----------------------------------------------------------------
 

@@ -115,8 +115,9 @@ def handle_txn_offset_commit(ctx, request):
         for p in t.partitions:
             known = may_read and 0 <= p.partition_index < count
             if known:
-                offsets[(topic.name, p.partition_index)] = (p.committed_offset,
-                                                            p.committed_metadata or "")
+                offsets[(topic.name, p.partition_index)] = (
+                    p.committed_offset, p.committed_metadata or "",
+                    getattr(p, "committed_leader_epoch", -1))  # v2+
             parts.append({"partition_index": p.partition_index,
                           "error_code": ErrorCode.none if known
                           else ErrorCode.unknown_topic_or_partition if may_read
