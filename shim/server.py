@@ -10,7 +10,8 @@ keeps the connection (if even that answer cannot be built, the connection is clo
 Resources are bounded as `shim.limits` says: connections past `max.connections` are closed
 as they arrive, a connection idle for `connections.max.idle.ms` is closed, and a request
 larger than one socket read is read only once its size is reserved from the shared
-`queued.max.request.bytes` pool.
+`queued.max.request.bytes` pool. Before a SASL connection has authenticated, a frame larger
+than `sasl.server.max.receive.size` closes it instead, so strangers cannot take that pool.
 Protocol errors follow docs/kafka-protocol.md: send the prepared answer when there is one,
 otherwise log and close this connection only.
 """
@@ -107,6 +108,13 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
     # for fetch.wait.max.ms before the other partitions are asked for.
     pending: list[bytes] = []
 
+    def limit_frames() -> None:  # before each frame: authenticating or not may have changed
+        cap = session.max_receive_size
+        if cap is None:
+            conn.limit_frames()
+        else:
+            conn.limit_frames(cap, "sasl.server.max.receive.size before authentication")
+
     async def flush() -> None:
         if pending:
             writer.write(b"".join(pending))
@@ -115,6 +123,7 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
 
     try:
         while True:
+            limit_frames()
             size = conn.pending_frame_size
             if size is not None and size > SMALL_REQUEST and not reserved:
                 reserved = await memory.reserve(size)
@@ -127,8 +136,14 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                 return
             conn.receive_data(data)
             while True:
+                limit_frames()
                 if session.raw_tokens:  # after a v0 SaslHandshake: bare SASL tokens
-                    token = conn.next_raw_frame()
+                    try:
+                        token = conn.next_raw_frame()
+                    except ProtocolError as exc:  # only framing: a token has no header
+                        log.warning("client %s:%s: %s", peer[0], peer[1], exc)
+                        await flush()
+                        return
                     if token is None:
                         break
                     answer, failure, _ = session.step(token)
