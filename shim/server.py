@@ -12,7 +12,8 @@ as they arrive, a connection idle for `connections.max.idle.ms` is closed, and a
 larger than one socket read is read only once its size is reserved from the shared
 `queued.max.request.bytes` pool. Before a SASL connection has authenticated, a frame larger
 than `sasl.server.max.receive.size` closes it instead, so strangers cannot take that pool.
-Protocol errors follow docs/kafka-protocol.md: send the prepared answer when there is one,
+Protocol errors follow docs/kafka-protocol.md: send the prepared answer when there is one
+(on a SASL listener before authentication, only to ApiVersions and the SASL requests),
 otherwise log and close this connection only.
 """
 
@@ -70,6 +71,11 @@ async def _answer(ctx: Context, request, flush):
             log.exception("%s v%d from %s: no error answer either; closing the connection",
                           request.api.name, request.api_version, request.client_id)
             return None
+
+
+def _api_name(conn: ServerConnection, key: int | None) -> str:
+    api = conn.registry.get(key) if key is not None else None
+    return api.name if api is not None else f"API key {key}"
 
 
 QUOTA_KEYS = {"Produce": "producer_byte_rate", "Fetch": "consumer_byte_rate"}
@@ -158,7 +164,12 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                     request = conn.next_request()
                 except ProtocolError as exc:
                     log.warning("client %s:%s: %s (%s)", peer[0], peer[1], exc, exc.error_code.name)
-                    if exc.response is None:
+                    # An error answer is an answer too: before authentication only ApiVersions
+                    # and the SASL requests get one, whatever their version.
+                    refusal = exc.response is not None and session.refuse(_api_name(conn, exc.api_key))
+                    if refusal:
+                        log.warning("client %s:%s: %s; closing the connection", peer[0], peer[1], refusal)
+                    if exc.response is None or refusal:
                         await flush()
                         return
                     pending.append(exc.response)

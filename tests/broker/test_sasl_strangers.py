@@ -19,8 +19,10 @@ import pytest
 from shim.security.listeners import Security
 from tests.broker.conftest import Server, unique
 from tests.broker.security_helpers import add_user, listener_ports
+from tests.broker.test_bad_input import api_versions_ok, closed, read_frame, request
 from tests.broker.test_resource_limits import closed_by_peer, padded_api_versions, read_answer
 from tests.broker.test_security import QUIET, produce
+from tests.protocol.protocol_helpers import decode_response
 
 
 def _start(data_dir, config: dict | None = None) -> Server:
@@ -91,3 +93,61 @@ def test_sasl_server_max_receive_size_is_configurable(tmp_path):
 def test_a_bad_sasl_server_max_receive_size_is_refused_by_name(value):
     with pytest.raises(ValueError, match="sasl.server.max.receive.size"):
         Security().apply({"sasl.server.max.receive.size": value})
+
+
+# -- what is answered before authentication --------------------------------------------------
+
+SASL_OPENERS = {17, 18, 36}  # SaslHandshake, ApiVersions, SaslAuthenticate
+
+
+def every_request_kio_knows() -> list[tuple[int, int]]:
+    """(API key, version) for every request schema the codec has, served or not."""
+    from kio.index import load_request_schema
+    from kio.schema.index import api_key_map
+
+    out = []
+    for key in sorted(api_key_map):
+        for version in range(64):
+            try:
+                load_request_schema(key, version)
+            except Exception:
+                continue
+            out.append((key, version))
+    return out
+
+
+def test_before_authentication_only_api_versions_and_sasl_get_an_answer(sasl_broker):
+    """Every request the codec knows, at every version it knows, each its body's zero value:
+    on a SASL listener before authentication, anything but ApiVersions and the SASL requests
+    (supported, unsupported, or an API camus does not implement) closes the connection
+    without an answer, as Kafka's authenticator does."""
+    answered = []
+    for key, version in every_request_kio_knows():
+        if key in SASL_OPENERS:
+            continue
+        s = sasl_port(sasl_broker)
+        s.sendall(request(key, version))
+        if not closed(s):
+            answered.append(f"{key}v{version}")
+        s.close()
+    assert answered == []
+    # ApiVersions, even one too new to parse, is answered and keeps the connection.
+    s = sasl_port(sasl_broker)
+    s.sendall(request(18, 4, client_software_name="t", client_software_version="1"))
+    too_new = struct.pack(">ihhih", 10, 18, 99, 5, -1)  # v99, no body: answered in v0
+    s.sendall(too_new)
+    assert decode_response(18, 4, read_frame(s))[1].error_code == 0
+    assert decode_response(18, 0, read_frame(s))[1].error_code == 35  # UNSUPPORTED_VERSION
+    assert api_versions_ok(s)
+
+
+def test_after_authentication_unsupported_requests_are_answered_and_keep_the_connection(sasl_broker):
+    s = sasl_port(sasl_broker)
+    s.sendall(request(17, 1, mechanism="PLAIN"))
+    assert decode_response(17, 1, read_frame(s))[1].error_code == 0
+    s.sendall(request(36, 2, auth_bytes=b"\0alice\0alice-secret"))
+    assert decode_response(36, 2, read_frame(s))[1].error_code == 0
+    for key, version in ((22, 6), (38, 3)):  # InitProducerId v6, CreateDelegationToken v3
+        s.sendall(request(key, version))
+        assert decode_response(key, version, read_frame(s))[1].error_code == 35
+    assert api_versions_ok(s)
