@@ -65,6 +65,9 @@ class Security:
     mechanisms: tuple[str, ...] = MECHANISMS  # sasl.enabled.mechanisms
     reauth_ms: int = 0  # connections.max.reauth.ms: 0 = sessions do not expire
     failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    # sasl.server.max.receive.size: the largest frame a SASL listener reads before the
+    # connection has authenticated (a stranger cannot hold the request memory pool).
+    sasl_max_receive_size: int = 524288
     authorizer: bool = False  # ACLs are enforced
     super_users: frozenset[str] = frozenset()
     allow_if_no_acl: bool = False  # allow.everyone.if.no.acl.found
@@ -116,6 +119,12 @@ class Security:
                           ("connection.failed.authentication.delay.ms", "failed_auth_delay_ms")):
             if key in doc:
                 setattr(self, attr, int(doc[key]))
+        if "sasl.server.max.receive.size" in doc:
+            value = doc["sasl.server.max.receive.size"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"sasl.server.max.receive.size must be a positive integer, "
+                                 f"not {value!r}")
+            self.sasl_max_receive_size = value
         if "quota.window.num" in doc:
             self.quota_window_num = max(2, int(doc["quota.window.num"]))
         if "quota.window.size.seconds" in doc:
