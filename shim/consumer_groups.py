@@ -28,12 +28,12 @@ Theory of operation (Kafka's ConsumerGroupHeartbeat protocol, one coordinator: t
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from shim.client_regex import InvalidRegex, compile_regex
 from shim.group_coordinator import GroupError
 
 log = logging.getLogger("camus.groups")
@@ -115,7 +115,8 @@ class ConsumerGroups:
         """A member's subscription: its names, and the topics its regex matches whole."""
         found = set(m.subscribed)
         if m.regex:
-            found |= {t for t in self.topic_names() if re.fullmatch(m.regex, t)}
+            rx = compile_regex(m.regex)  # RE2, linear time: see shim.client_regex
+            found |= {t for t in self.topic_names() if rx.fullmatch(t) is not None}
         return found
 
     def _notify(self, g: ConsumerGroup) -> None:
@@ -134,9 +135,9 @@ class ConsumerGroups:
             raise GroupError("invalid_group_id")
         if regex:
             try:
-                re.compile(regex)
-            except re.error as exc:
-                raise GroupError("invalid_regular_expression", f"{regex!r}: {exc}") from None
+                compile_regex(regex)
+            except InvalidRegex as exc:
+                raise GroupError("invalid_regular_expression", str(exc)) from None
         if group_id not in self.groups and member_epoch != JOIN_EPOCH:
             # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal; but Kafka
             # keeps its groups across restarts and camus does not, so a member of a group
@@ -233,12 +234,13 @@ class ConsumerGroups:
     def _assign(self, g: ConsumerGroup) -> None:
         """The target assignment: per topic, even shares for its subscribers, sticky."""
         counts = self._counts(g)
+        wants = {mid: self.topics_of(m) for mid, m in g.members.items()}  # once, not per topic
         if counts != g.partition_counts and g.epoch == g.assignment_epoch:
             g.epoch += 1  # a subscribed topic appeared, vanished or grew
         g.partition_counts = counts
         target: dict[str, dict[str, set[int]]] = {mid: {} for mid in g.members}
         for topic, n in counts.items():
-            subs = sorted(mid for mid, m in g.members.items() if topic in self.topics_of(m))
+            subs = sorted(mid for mid in g.members if topic in wants[mid])
             if not subs or n <= 0:
                 continue
             quota = {mid: n // len(subs) + (1 if i < n % len(subs) else 0)
