@@ -64,6 +64,7 @@ class ConsumerMember:
     rack_id: str | None
     client_id: str
     client_host: str
+    principal: str = "User:ANONYMOUS"  # whose Describe ACLs its regex is resolved under
     subscribed: tuple[str, ...] = ()
     regex: str | None = None
     rebalance_timeout_ms: int = 300000
@@ -105,18 +106,23 @@ class ConsumerGroup:
 class ConsumerGroups:
     def __init__(self, on_assignments: Callable[[ConsumerGroup], None],
                  partitions: Callable[[str], int],
-                 topic_names: Callable[[], list[str]] = list) -> None:
+                 topic_names: Callable[[], list[str]] = list,
+                 may_describe: Callable[[str, str, str], bool] = lambda *_: True) -> None:
         self.groups: dict[str, ConsumerGroup] = {}
         self.on_assignments = on_assignments
         self.partitions = partitions  # topic name -> partition count (0: no such topic)
         self.topic_names = topic_names  # every topic, for subscriptions by regular expression
+        self.may_describe = may_describe  # (principal, host, topic): the topic ACL check
 
     def topics_of(self, m: ConsumerMember) -> set[str]:
-        """A member's subscription: its names, and the topics its regex matches whole."""
+        """A member's subscription: its names, and the topics its regex matches whole among
+        those its principal may describe (as Kafka resolves regexes; names it may not
+        describe are refused before they get here, by the heartbeat's handler)."""
         found = set(m.subscribed)
         if m.regex:
             rx = compile_regex(m.regex)  # RE2, linear time: see shim.client_regex
-            found |= {t for t in self.topic_names() if rx.fullmatch(t) is not None}
+            found |= {t for t in self.topic_names() if rx.fullmatch(t) is not None
+                      and self.may_describe(m.principal, m.client_host, t)}
         return found
 
     def _notify(self, g: ConsumerGroup) -> None:
@@ -128,7 +134,8 @@ class ConsumerGroups:
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *,
                   instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
                   subscribed: tuple[str, ...] | None, regex: str | None,
-                  owned: Assignment | None, client_id: str, client_host: str) -> dict:
+                  owned: Assignment | None, client_id: str, client_host: str,
+                  principal: str = "User:ANONYMOUS") -> dict:
         """One ConsumerGroupHeartbeat: the answer's member_id, member_epoch and assignment
         (None: unchanged); GroupError for an error answer."""
         if not group_id:
@@ -158,6 +165,7 @@ class ConsumerGroups:
                 raise GroupError("fenced_member_epoch",
                                  f"epoch {member_epoch}; the member's is {m.epoch}")
         m.last_seen, m.left = time.monotonic(), False
+        m.principal, m.client_host = principal, client_host
         m.rebalance_timeout_ms = rebalance_timeout_ms if rebalance_timeout_ms > 0 else 300000
         if owned is not None:
             m.owned = {t: ps for t, ps in owned.items() if ps}
