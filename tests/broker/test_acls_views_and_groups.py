@@ -61,3 +61,47 @@ def test_kip848_subscriptions_reach_only_describable_topics(acl_broker):
     assert {ids[tp.topic_id] for tp in other.assignment.topic_partitions} == {seen, hidden}
     s.close()
     admin_s.close()
+
+
+def _view_filter(s, view) -> str:
+    described = ask(s, 32, 4, resources=[{"resource_type": 2, "resource_name": view,
+                                          "configuration_keys": ["camus.filter"]}],
+                    include_synonyms=False, include_documentation=False)
+    return {c.name: c.value for c in described.results[0].configs}["camus.filter"]
+
+
+def test_changing_a_views_filter_needs_read_on_its_source(acl_broker):
+    """bob may alter the view's configs (ALTER_CONFIGS on it) but may not read its source:
+    widening its filter (IncrementalAlterConfigs or AlterConfigs, validate-only or not) is
+    TOPIC_AUTHORIZATION_FAILED and changes nothing; its other configs still change; with
+    READ on the source the filter changes too, as creating the view would need."""
+    tag = unique("viewacl")
+    source, view = f"{tag}-src", f"{tag}-view"
+    make_topic(acl_broker, source, **{"camus.schema": "price:u32=$.price"})
+    make_topic(acl_broker, view, **{"camus.source": source, "camus.filter": "price > 100"})
+    grant(acl_broker, "User:bob", ResourceType.TOPIC, view, AclOperation.ALTER_CONFIGS,
+          AclOperation.READ)
+    admin_s, s = raw_login(acl_broker, "admin"), raw_login(acl_broker, "bob")
+
+    def incremental(name, value, validate_only=False):
+        answer = ask(s, 44, 1, resources=[{"resource_type": 2, "resource_name": view, "configs": [
+            {"name": name, "config_operation": 0, "value": value}]}], validate_only=validate_only)
+        return answer.responses[0].error_code
+
+    def whole(configs, validate_only=False):
+        answer = ask(s, 33, 2, resources=[{"resource_type": 2, "resource_name": view, "configs": [
+            {"name": k, "value": v} for k, v in configs.items()]}], validate_only=validate_only)
+        return answer.responses[0].error_code
+
+    assert incremental("camus.filter", "price >= 0") == TOPIC_AUTH
+    assert incremental("camus.filter", "price >= 0", validate_only=True) == TOPIC_AUTH
+    assert whole({"camus.source": source, "camus.filter": "price >= 0"}) == TOPIC_AUTH
+    assert incremental("camus.source", f"{tag}-other") == TOPIC_AUTH
+    assert _view_filter(admin_s, view) == "price > 100"
+    assert incremental("retention.ms", "600000") == NONE  # not the filter: ALTER_CONFIGS is enough
+
+    grant(acl_broker, "User:bob", ResourceType.TOPIC, source, AclOperation.READ)
+    assert incremental("camus.filter", "price > 50") == NONE
+    assert _view_filter(admin_s, view) == "price > 50"
+    s.close()
+    admin_s.close()
