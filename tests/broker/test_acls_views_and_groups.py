@@ -105,3 +105,42 @@ def test_changing_a_views_filter_needs_read_on_its_source(acl_broker):
     assert _view_filter(admin_s, view) == "price > 50"
     s.close()
     admin_s.close()
+
+
+def test_offset_delete_needs_read_on_each_topic(acl_broker):
+    """bob may delete the group (DELETE on it) but not read the topic: every partition he
+    names, of the topic, past its end or of a topic that does not exist, is
+    TOPIC_AUTHORIZATION_FAILED (before: UNKNOWN_TOPIC_OR_PARTITION told which exist and how
+    many partitions they have, and the committed offset was deleted); the offset stays.
+    With READ on the topic it is deleted."""
+    tag = unique("odacl")
+    topic, group = f"{tag}-t", f"{tag}-g"
+    make_topic(acl_broker, topic)  # two partitions
+    grant(acl_broker, "User:bob", ResourceType.GROUP, group, AclOperation.DELETE)
+    admin_s, s = raw_login(acl_broker, "admin"), raw_login(acl_broker, "bob")
+    committed = ask(admin_s, 8, 9, group_id=group, generation_id_or_member_epoch=-1,
+                    member_id="", group_instance_id=None, topics=[
+                        {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                        "committed_leader_epoch": -1,
+                                                        "committed_metadata": ""}]}])
+    assert committed.topics[0].partitions[0].error_code == NONE
+
+    def delete(user_s, name, *partitions):
+        answer = ask(user_s, 47, 0, group_id=group, topics=[
+            {"name": name, "partitions": [{"partition_index": p} for p in partitions]}])
+        assert answer.error_code == NONE
+        return [p.error_code for t in answer.topics for p in t.partitions]
+
+    def offset():
+        fetched = ask(admin_s, 9, 8, groups=[{"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [0]}]}], require_stable=False)
+        return fetched.groups[0].topics[0].partitions[0].committed_offset
+
+    assert delete(s, topic, 0, 7) == [TOPIC_AUTH, TOPIC_AUTH]
+    assert delete(s, f"{tag}-nothing", 0) == [TOPIC_AUTH]
+    assert offset() == 1
+    grant(acl_broker, "User:bob", ResourceType.TOPIC, topic, AclOperation.READ)
+    assert delete(s, topic, 0, 7) == [NONE, 3]  # UNKNOWN_TOPIC_OR_PARTITION past its end
+    assert offset() == -1
+    s.close()
+    admin_s.close()
