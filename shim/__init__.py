@@ -11,6 +11,8 @@ batches). `camus serve` (`shim.cli`) is built on it:
   datapath.py        records -> packets -> target -> endpoints; subscription diffs
   group_coordinator.py  the classic consumer-group state machine
   consumer_groups.py the KIP-848 consumer groups: broker-side assignment, member epochs
+  client_regex.py    clients' regular expressions (KIP-848 subscriptions, ListTransactions)
+                     compiled by RE2: linear time, so no pattern can stall the event loop
   fetch_sessions.py  incremental fetch sessions (KIP-227)
   producers.py       idempotent producers' sequence windows
   topic_client.py    `camus topic`: CreateTopics/DeleteTopics/Metadata from the command line

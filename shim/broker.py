@@ -41,6 +41,7 @@ from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, Record, RecordBatch, decode_batches, encode_batch
 from shim.schema import describe_source
+from shim.security import acl
 from shim.security.acl import AclStore, Authorizer
 from shim.security.listeners import Security
 from shim.security.quotas import QuotaStore
@@ -82,7 +83,8 @@ class Broker:
         self.datapath.set_arrivals(self._from_network)
         self.coordinator = Coordinator(self._assignments_changed)
         self.consumer_groups = ConsumerGroups(self._assignments_changed, self._partition_count,
-                                              lambda: [t.name for t in self.catalog])
+                                              lambda: [t.name for t in self.catalog],
+                                              self._may_describe_topic)
         self.producers = Producers(config.data_dir)
         self.users = UserStore(config.data_dir)  # SCRAM credentials
         self.acls = AclStore(config.data_dir)
@@ -575,6 +577,10 @@ class Broker:
         """Every member's assignment becomes one subscription per assigned topic."""
         self._member_subscriptions(group)
         self.datapath.update()
+
+    def _may_describe_topic(self, principal: str, host: str, name: str) -> bool:
+        return self.authorizer is None or self.authorizer.allows(principal, host, acl.DESCRIBE,
+                                                                 acl.TOPIC, name)
 
     def _partition_count(self, name: str) -> int:
         t = self.catalog.get(name)

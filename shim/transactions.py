@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from shim.client_regex import compile_regex
 
 EMPTY, ONGOING = "Empty", "Ongoing"
 PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
@@ -287,10 +288,10 @@ class TransactionCoordinator:
                 pattern: str | None) -> list[Txn]:
         """ListTransactions: every filter given must hold."""
         now = int(time.time() * 1000)
-        rx = re.compile(pattern) if pattern else None
+        rx = compile_regex(pattern) if pattern else None  # RE2 (linear time); InvalidRegex
         return [t for t in self.txns.values()
                 if (not states or t.state in states)
                 and (not producer_ids or t.producer_id in producer_ids)
                 and (min_duration_ms < 0 or (t.state == ONGOING
                                              and now - t.started_ms >= min_duration_ms))
-                and (rx is None or rx.fullmatch(t.transactional_id))]
+                and (rx is None or rx.fullmatch(t.transactional_id) is not None)]

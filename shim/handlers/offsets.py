@@ -138,8 +138,10 @@ def handle_offset_fetch(ctx, request):
 
 def handle_offset_delete(ctx, request):
     """As Kafka: GROUP_ID_NOT_FOUND for a group it does not know; NON_EMPTY_GROUP for an
-    active group whose subscriptions it cannot read; GROUP_SUBSCRIBED_TO_TOPIC for a
-    partition of a topic the active group subscribes to; otherwise the offset is gone."""
+    active group whose subscriptions it cannot read; TOPIC_AUTHORIZATION_FAILED for every
+    partition of a topic the caller may not READ, whether it exists or not (DELETE on the
+    group was checked before the handler); GROUP_SUBSCRIBED_TO_TOPIC for a partition of a
+    topic the active group subscribes to; otherwise the offset is gone."""
     broker, body = ctx.broker, request.body
     consumer = broker.consumer_groups.groups.get(body.group_id)
     if (body.group_id not in broker.coordinator.groups and consumer is None
@@ -154,9 +156,11 @@ def handle_offset_delete(ctx, request):
     committed, topics = broker.offsets.get(body.group_id, {}), []
     for t in body.topics:
         topic = broker.catalog.get(t.name)
-        parts = []
+        may_read, parts = authorize.topic(ctx, acl.READ, t.name), []
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < broker.catalog.partitions_of(topic):
+            if not may_read:
+                code = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < broker.catalog.partitions_of(topic):
                 code = ErrorCode.unknown_topic_or_partition
             elif t.name in subscribed:
                 code = ErrorCode.group_subscribed_to_topic
