@@ -52,7 +52,7 @@ import grpc
 
 from controller.diff import Changes, patch
 from controller.embedded import REBUILD_AT, EmbeddedTarget
-from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
+from controller.p4runtime_client import DEFAULT_BATCH, ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push, read_state
 from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError, TargetUnavailable
 from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
@@ -182,8 +182,10 @@ class RemoteTarget(Target):
     def __init__(self, address: str, io, *, device_id: int = 1, election_id: int = 10,
                  config: Callable[[dict], TargetConfig] = software_switch_config,
                  loss_timeout: float = 0.5, check_interval: float = 0.05,
-                 audit_interval: float = 1.0, on_down: Callable[[], None] | None = None) -> None:
+                 audit_interval: float = 1.0, on_down: Callable[[], None] | None = None,
+                 batch: int = DEFAULT_BATCH) -> None:
         super().__init__()
+        self.batch = batch  # updates per WriteRequest at most (`P4RuntimeClient.write_steps`)
         self.address, self.io = address, io
         self.device_id, self.election_id = device_id, election_id
         self._config_of = config
@@ -232,7 +234,7 @@ class RemoteTarget(Target):
                 self.client.close()
                 self.client = None
             self.client = self._connect()
-        report = push(self.client, self.config, self.desired)
+        report = push(self.client, self.config, self.desired, self.batch)
         self._stale = False
         if report.pipeline_set:
             self.stats.restores += 1
@@ -274,7 +276,7 @@ class RemoteTarget(Target):
                 return  # the device is away: the watchdog writes everything when it is back
             had = {g["id"] for g in old.get("multicast_groups", ())}
             try:
-                self.client.write_steps(self._updates(changes, had))
+                self.client.write_steps(self._updates(changes, had), self.batch)
             except WriteError as exc:
                 self._stale = True
                 raise TargetError(f"{self.address}: {exc}") from exc
