@@ -207,16 +207,13 @@ class Emulation:
         """The fabric program for every switch, compiled once by p4c-bm2-ss."""
         if self.bmv2_config is None:
             from compiler.p4 import write_p4
+            from controller.launch import p4c_compile
             from pipeline import document
 
             d = self.work / "bmv2"
             pipeline = json.loads((self.dir / "switches" / self.topo.switches[0] / "pipeline.json").read_text())
             write_p4(document.from_json(pipeline), None, d, fabric=True)
-            info, program = d / "p4c.p4info.txtpb", d / "program.json"
-            done = subprocess.run(["p4c-bm2-ss", "--arch", "v1model", "--p4runtime-files", str(info),
-                                   "-o", str(program), str(d / "program.p4")], capture_output=True, text=True)
-            if done.returncode != 0:
-                raise EmulationError(f"p4c-bm2-ss refused the fabric program: {done.stderr[-2000:]}")
+            info, program = p4c_compile(d / "program.p4", d, error=EmulationError)
             self.bmv2_config = (info, program)
         return self.bmv2_config
 
