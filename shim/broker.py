@@ -89,6 +89,8 @@ class Broker:
         self.users = UserStore(config.data_dir)  # SCRAM credentials
         self.acls = AclStore(config.data_dir)
         sec = config.security
+        if any(lst.sasl for lst in sec.listeners):
+            self.users.load_secret()  # unknown users' SCRAM salts (a data dir it cannot write fails here)
         self.quotas = QuotaStore(config.data_dir, sec.quota_window_num, sec.quota_window_seconds)
         self.authorizer = (Authorizer(self.acls, sec.super_users, sec.allow_if_no_acl)
                            if sec.authorizer else None)

@@ -253,6 +253,8 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
     security = config.security
     security.listeners = security.listeners or [Listener("PLAINTEXT", config.host, config.port)]
     security.check()
+    if (idle := security.idle_settings()) is not None:
+        log.warning("%s", idle)
     tls = {sasl: server_context(security, sasl) for sasl in {lst.sasl for lst in security.listeners
                                                              if lst.tls}}
     servers = []

@@ -97,6 +97,17 @@ class Security:
             if not user.startswith("User:"):
                 raise ValueError(f"super user {user!r}: principals are written User:NAME")
 
+    def idle_settings(self) -> str | None:
+        """A warning when settings were given that do nothing as combined, else None."""
+        idle = [name for name, given in (("super users (--super-users, super.users)", self.super_users),
+                                         ("--allow-everyone-if-no-acl-found", self.allow_if_no_acl))
+                if given]
+        if idle and not self.authorizer:
+            return (f"{' and '.join(idle)} given without an authorizer (--authorizer, "
+                    "authorizer.class.name): ACLs are not enforced, so this does nothing and "
+                    "every client may do everything")
+        return None
+
     def apply(self, doc: dict) -> None:
         """Kafka's property names from a `--config` JSON document."""
         if "listeners" in doc:

@@ -39,10 +39,11 @@ def _start(data_dir, config: dict | None = None) -> Server:
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory):
     """camus serve with PLAINTEXT and SASL_PLAINTEXT listeners; alice has both SCRAM
-    mechanisms."""
+    mechanisms, at 16384 iterations (camus user add's default is 4096)."""
     data = tmp_path_factory.mktemp("strangers") / "data"
-    add_user(data, "alice", "alice-secret")
+    add_user(data, "alice", "alice-secret", iterations=16384)
     s = _start(data)
+    s.dir = data
     yield s
     s.stop()
 
@@ -151,3 +152,116 @@ def test_after_authentication_unsupported_requests_are_answered_and_keep_the_con
         s.sendall(request(key, version))
         assert decode_response(key, version, read_frame(s))[1].error_code == 35
     assert api_versions_ok(s)
+
+
+# -- user names cannot be enumerated ---------------------------------------------------------
+
+def scram_first(port: int, user: str, mechanism: str, password: str = "wrong"):
+    """(socket, scramp client, client nonce, server-first attributes) after SaslHandshake v1
+    and the client-first SaslAuthenticate v2."""
+    import scramp
+
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(request(17, 1, mechanism=mechanism))
+    assert decode_response(17, 1, read_frame(s))[1].error_code == 0
+    client = scramp.ScramClient([mechanism], user, password)
+    first = client.get_client_first()
+    s.sendall(request(36, 2, auth_bytes=first.encode()))
+    answer = decode_response(36, 2, read_frame(s))[1]
+    assert answer.error_code == 0, answer.error_message
+    client.set_server_first(answer.auth_bytes.decode())
+    attrs = dict(part.split("=", 1) for part in answer.auth_bytes.decode().split(","))
+    return s, client, first.rpartition(",r=")[2], attrs
+
+
+def scram_final(s: socket.socket, client) -> tuple[int, str | None]:
+    s.sendall(request(36, 2, auth_bytes=client.get_client_final().encode()))
+    answer = decode_response(36, 2, read_frame(s))[1]
+    return answer.error_code, answer.error_message
+
+
+def unknown_salt(server, user: str = "nobody", mechanism: str = "SCRAM-SHA-256") -> str:
+    s, _, _, attrs = scram_first(server.ports["SASL_PLAINTEXT"], user, mechanism)
+    s.close()
+    return attrs["s"]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_tells_a_known_user_from_an_unknown_one_only_by_the_final_failure(sasl_broker,
+                                                                                 mechanism):
+    import base64
+
+    port = sasl_broker.ports["SASL_PLAINTEXT"]
+    seen = {}
+    for user in ("alice", "nobody"):
+        s, client, nonce, attrs = scram_first(port, user, mechanism)
+        assert sorted(attrs) == ["i", "r", "s"]
+        assert attrs["r"].startswith(nonce)
+        seen[user] = {"iterations": attrs["i"], "salt bytes": len(base64.b64decode(attrs["s"])),
+                      "server nonce": len(attrs["r"]) - len(nonce),
+                      "final": scram_final(s, client), "closed": closed(s)}
+    assert seen["alice"]["iterations"] == "16384"
+    assert seen["nobody"] == seen["alice"]
+    assert seen["nobody"]["final"][0] == 58  # SASL_AUTHENTICATION_FAILED
+    # The decoy salt is the same every time for a name, and differs between names.
+    assert unknown_salt(sasl_broker, "nobody", mechanism) == unknown_salt(sasl_broker, "nobody",
+                                                                          mechanism)
+    assert unknown_salt(sasl_broker, "nobody", mechanism) != unknown_salt(sasl_broker, "nobody2",
+                                                                          mechanism)
+
+
+def test_an_unknown_users_salt_survives_a_restart_and_is_the_brokers_own(tmp_path):
+    first, other = tmp_path / "first", tmp_path / "other"
+    for d in (first, other):
+        add_user(d, "alice", "alice-secret")
+    a, b = _start(first), _start(other)
+    try:
+        before, elsewhere = unknown_salt(a), unknown_salt(b)
+    finally:
+        a.stop()
+        b.stop()
+    a = _start(first)
+    try:
+        assert unknown_salt(a) == before
+    finally:
+        a.stop()
+    assert before != elsewhere  # a secret per broker: the salt cannot be computed from outside
+    assert (first / "sasl-secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_plain_checks_an_unknown_users_password_as_hard_as_a_known_users(sasl_broker):
+    """Structural, not timed: the credential an unknown name's PLAIN password is checked
+    against has the mechanism, iteration count and salt length of a real user's, and goes
+    through the same password_matches."""
+    from shim.security.sasl import plain_credential
+    from shim.security.users import UserStore, keys
+
+    store = UserStore(sasl_broker.dir)
+    known = plain_credential(store, "alice")
+    unknown = plain_credential(store, "nobody")
+    shape = lambda m, cred, real: (m, keys(cred)[3], len(keys(cred)[0]), real)  # noqa: E731
+    assert shape(*known) == ("SCRAM-SHA-256", 16384, 32, True)
+    assert shape(*unknown) == ("SCRAM-SHA-256", 16384, 32, False)
+    assert plain_credential(store, "nobody")[1]["salt"] == unknown[1]["salt"]
+
+
+def test_decoys_take_the_shape_most_users_have(tmp_path):
+    from shim.security.users import UserStore, keys, make_credential
+
+    store = UserStore(tmp_path / "data")
+    assert store.typical("SCRAM-SHA-512") == (4096, 32)  # camus user add's, before any user
+    for name, salt in (("a", b"s" * 20), ("b", b"t" * 20), ("c", None)):
+        iterations = 4096 if salt is None else 8192
+        store.set(name, "SCRAM-SHA-512", make_credential("SCRAM-SHA-512", "p", iterations, salt))
+    salt, _, _, iterations = keys(store.decoy("x", "SCRAM-SHA-512"))
+    assert (iterations, len(salt)) == (8192, 20)
+    assert store.typical() == "SCRAM-SHA-512"  # what PLAIN's decoy is
+    memory = UserStore(None)  # no data dir: users from AlterUserScramCredentials only
+    assert memory.typical("SCRAM-SHA-256") == (4096, 32)
+    memory.set("a", "SCRAM-SHA-256", make_credential("SCRAM-SHA-256", "p", 16384))
+    assert memory.typical("SCRAM-SHA-256") == (16384, 32)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "sasl-secret").write_bytes(b"short")
+    with pytest.raises(OSError, match="expected 32 random bytes"):
+        UserStore(broken).load_secret()
