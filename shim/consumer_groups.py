@@ -64,7 +64,10 @@ class ConsumerMember:
     rack_id: str | None
     client_id: str
     client_host: str
-    principal: str = "User:ANONYMOUS"  # whose Describe ACLs its regex is resolved under
+    # Whose Describe ACLs its regex is resolved under; its switch ports count against this
+    # principal and connection (Broker._member_port).
+    principal: str = "User:ANONYMOUS"
+    connection: int = 0
     subscribed: tuple[str, ...] = ()
     regex: str | None = None
     rebalance_timeout_ms: int = 300000
@@ -135,7 +138,7 @@ class ConsumerGroups:
                   instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
                   subscribed: tuple[str, ...] | None, regex: str | None,
                   owned: Assignment | None, client_id: str, client_host: str,
-                  principal: str = "User:ANONYMOUS") -> dict:
+                  principal: str = "User:ANONYMOUS", connection: int = 0) -> dict:
         """One ConsumerGroupHeartbeat: the answer's member_id, member_epoch and assignment
         (None: unchanged); GroupError for an error answer."""
         if not group_id:
@@ -165,7 +168,7 @@ class ConsumerGroups:
                 raise GroupError("fenced_member_epoch",
                                  f"epoch {member_epoch}; the member's is {m.epoch}")
         m.last_seen, m.left = time.monotonic(), False
-        m.principal, m.client_host = principal, client_host
+        m.principal, m.client_host, m.connection = principal, client_host, connection
         m.rebalance_timeout_ms = rebalance_timeout_ms if rebalance_timeout_ms > 0 else 300000
         if owned is not None:
             m.owned = {t: ps for t, ps in owned.items() if ps}
