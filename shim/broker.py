@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -105,6 +106,10 @@ class Broker:
         self.members_without_port = 0  # member topics left off the switch: no port free
         self._next_port_warning = 0.0
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
+        # Member ports held per principal and per connection (Limits.member_ports_per_*).
+        self._port_holder: dict[int, tuple[str, int]] = {}  # port -> (principal, connection)
+        self.ports_by_principal: Counter[str] = Counter()
+        self.ports_by_connection: Counter[int] = Counter()
         # group -> (topic, partition) -> (offset, metadata, committed leader epoch)
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = {}
         self.changed = asyncio.Event()
@@ -597,33 +602,65 @@ class Broker:
             ports = self.member_ports.setdefault(key, {})
             for name in list(ports):
                 if name not in assigned or self.catalog.get(name) is None:
-                    self.datapath.unsubscribe(ports.pop(name))
+                    self._release_member_port(ports.pop(name))
             for name, parts in assigned.items():
                 t = self.catalog.get(name)
                 if t is None:
                     continue
                 source = self.catalog.get(t.source) if t.is_view else t
                 if name not in ports:
-                    try:
-                        ports[name] = self.datapath.allocate_port()
-                    except PortsExhausted as exc:
-                        # A member's port only mirrors its subscription on the switch (it
-                        # reads the logs through Fetch either way): it goes without one.
-                        self._no_member_port(exc)
+                    # A member's port only mirrors its subscription on the switch (it reads
+                    # the logs through Fetch either way): without one it is served the same.
+                    port = self._member_port(m)
+                    if port is None:
                         continue
+                    ports[name] = port
                 self.datapath.subscribe(ports[name], source.number, frozenset(parts), t.filter,
                                         log=False)
         for key in [k for k in self.member_ports if k[0] == group.group_id and k not in live]:
             for port in self.member_ports.pop(key).values():
-                self.datapath.unsubscribe(port)
+                self._release_member_port(port)
 
-    def _no_member_port(self, exc: PortsExhausted) -> None:
+    def _member_port(self, m) -> int | None:
+        """A switch port for one of member `m`'s topics, or None when its principal or its
+        connection holds all it may (`Limits.member_ports_per_*`), or none is free: one
+        client's groups never take the ports views need."""
+        limits = self.config.limits
+        if self.ports_by_principal[m.principal] >= limits.member_ports_per_principal:
+            self._no_member_port(f"{m.principal}'s members hold {limits.member_ports_per_principal}"
+                                 " ports, camus.member.ports.per.principal")
+            return None
+        if self.ports_by_connection[m.connection] >= limits.member_ports_per_connection:
+            self._no_member_port(f"connection {m.connection}'s members hold "
+                                 f"{limits.member_ports_per_connection} ports, "
+                                 "camus.member.ports.per.connection")
+            return None
+        try:
+            port = self.datapath.allocate_port()
+        except PortsExhausted as exc:
+            self._no_member_port(str(exc))
+            return None
+        self._port_holder[port] = (m.principal, m.connection)
+        self.ports_by_principal[m.principal] += 1
+        self.ports_by_connection[m.connection] += 1
+        return port
+
+    def _release_member_port(self, port: int) -> None:
+        self.datapath.unsubscribe(port)
+        principal, connection = self._port_holder.pop(port)
+        for held, key in ((self.ports_by_principal, principal),
+                          (self.ports_by_connection, connection)):
+            held[key] -= 1
+            if not held[key]:
+                del held[key]
+
+    def _no_member_port(self, why: str) -> None:
         self.members_without_port += 1
         now = time.monotonic()
         if now >= self._next_port_warning:  # at most once a minute
             self._next_port_warning = now + 60
             log.warning("a consumer group member's topic gets no switch port (%d so far): %s",
-                        self.members_without_port, exc)
+                        self.members_without_port, why)
 
     def _refresh_member_subscriptions(self) -> None:
         for g in [*self.coordinator.groups.values(), *self.consumer_groups.groups.values()]:

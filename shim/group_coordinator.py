@@ -66,6 +66,10 @@ class Member:
     join: asyncio.Future | None = None
     sync: asyncio.Future | None = None
     port: int | None = None  # the switch port its assignment is delivered to
+    # Who joined it, and over which connection: its switch ports count against both
+    # (Broker._member_port), so one client cannot take every port.
+    principal: str = "User:ANONYMOUS"
+    connection: int = 0
 
     def metadata(self, protocol: str) -> bytes:
         return next((m for n, m in self.protocols if n == protocol), b"")
@@ -111,7 +115,9 @@ class Coordinator:
 
     async def join(self, group_id: str, member_id: str, instance_id: str | None,
                    protocol_type: str, protocols: list[tuple[str, bytes]], session_ms: int,
-                   rebalance_ms: int, client_id: str, host: str, require_id: bool) -> dict:
+                   rebalance_ms: int, client_id: str, host: str, require_id: bool,
+                   owner: tuple[str, int] = ("User:ANONYMOUS", 0)) -> dict:
+        """One JoinGroup; `owner` is the (principal, connection id) it came from."""
         if not group_id:
             raise GroupError("invalid_group_id")
         if not self.min_session_ms <= session_ms <= self.max_session_ms:
@@ -128,7 +134,7 @@ class Coordinator:
             if (old is not None and g.state == STABLE
                     and [n for n, _ in protocols] == [n for n, _ in old.protocols]):
                 return self._replace_static(g, old, client_id, host, protocols, session_ms,
-                                            rebalance_ms)
+                                            rebalance_ms, owner)
             # A static member coming back replaces its previous incarnation at once.
             for old_id in [mid for mid, m in g.members.items() if m.instance_id == instance_id]:
                 self._drop(g, old_id, "fenced_instance_id")
@@ -154,7 +160,7 @@ class Coordinator:
             if m.join is not None and not m.join.done():
                 m.join.set_exception(GroupError("rebalance_in_progress"))
             m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, session_ms, rebalance_ms
-        m.last_seen = time.monotonic()
+        m.last_seen, (m.principal, m.connection) = time.monotonic(), owner
         m.join = asyncio.get_running_loop().create_future()
         g.protocol_type = protocol_type
         if g.state != PREPARING:
@@ -164,7 +170,7 @@ class Coordinator:
 
     def _replace_static(self, g: Group, old: Member, client_id: str, host: str,
                         protocols: list[tuple[str, bytes]], session_ms: int,
-                        rebalance_ms: int) -> dict:
+                        rebalance_ms: int, owner: tuple[str, int]) -> dict:
         """As Kafka: a static member rejoining a Stable group with the same protocols takes
         its previous incarnation's place and assignment under a new member id, without a
         rebalance. The answer names the previous leader id, so a rejoining leader does not
@@ -176,7 +182,8 @@ class Coordinator:
                 fut.set_exception(GroupError("fenced_instance_id"))
         m = Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id, host, old.instance_id,
                    session_ms, rebalance_ms, old.protocol_type, protocols,
-                   assignment=old.assignment, port=old.port)
+                   assignment=old.assignment, port=old.port, principal=owner[0],
+                   connection=owner[1])
         g.members[m.member_id] = m
         if g.leader == old.member_id:
             g.leader = m.member_id

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import datetime
 import inspect
+import itertools
 import logging
 import signal
 import time
@@ -43,6 +44,7 @@ log = logging.getLogger("camus.server")
 TICK_SECONDS = 0.25
 FLUSH_BYTES = 1 << 20  # answers held back to leave together, at most
 TLS_HANDSHAKE_SECONDS = 10  # a client that starts TLS and stalls holds a slot no longer
+_CONNECTION_NUMBERS = itertools.count(1)  # Context.connection: 0 is "no connection"
 
 
 async def _answer(ctx: Context, request, flush):
@@ -104,7 +106,7 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
     security = broker.config.security
     session = Session(listener, security, broker.users,
                       certificate_principal(writer.get_extra_info("ssl_object")))
-    ctx = Context(broker, peer[0], session)
+    ctx = Context(broker, peer[0], session, next(_CONNECTION_NUMBERS))
     failed_auth_delay = security.failed_auth_delay_ms / 1000
     conn = ServerConnection()
     # Answers to requests that arrived together (a client pipelines them: librdkafka sends

@@ -60,7 +60,8 @@ def handle_consumer_group_heartbeat(ctx, request):
             rack_id=b.rack_id, rebalance_timeout_ms=int(b.rebalance_timeout.total_seconds() * 1000),
             subscribed=b.subscribed_topic_names, regex=getattr(b, "subscribed_topic_regex", None),
             owned=_by_id(ctx, b.topic_partitions), client_id=request.client_id or "",
-            client_host=ctx.client_host, principal=authorize.principal(ctx))
+            client_host=ctx.client_host, principal=authorize.principal(ctx),
+            connection=ctx.connection)
     except GroupError as exc:
         return request.response(error_code=ErrorCode[exc.code_name], error_message=str(exc),
                                 **fail)
