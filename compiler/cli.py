@@ -22,9 +22,10 @@ def register(sub) -> None:
     p.add_argument("--p4", action="store_true",
                    help="also write program.p4, p4info.txtpb and entries.txtpb (docs/p4.md)")
     p.add_argument("--max-entries", type=int, default=None, metavar="N",
-                   help="refuse, within seconds and before building anything, a rule set whose "
-                        "estimated size is over N entries, saying why and what would fit "
-                        "(default 1,000,000; 0: no limit)")
+                   help="refuse a rule set that compiles to more than N entries, saying why and "
+                        "what would fit: one whose estimate (an upper bound) is over N is built "
+                        "on trial and refused once N entries are counted, or after 10 s of "
+                        "CPU in the build (default 1,000,000; 0: no limit)")
     p.add_argument("--alpha", metavar="N|FIELD=N,...",
                    help="round numeric range constants to multiples of N (or per field: "
                         "price=100,shares=10): a superset of the rules, fewer entries")
@@ -157,8 +158,9 @@ def apply_changes(spec, rules, changes, order, static, source: str | None = None
                   max_entries: int | None = None):
     """Compile `rules`, apply `changes` in turn printing each one's time and writes, and
     return the final result in `compile_rules`' form (without a diagram). A removal of a
-    rule that is not there, or a first or final rule set whose estimated size is over
-    `max_entries`, is refused before anything is compiled."""
+    rule that is not there, or a first or final rule set that compiles to more than
+    `max_entries` entries (`compiler.compile.check_size`), is refused before any change is
+    applied."""
     import time
 
     from compiler.compile import Compiled, check_size
@@ -211,8 +213,8 @@ def apply_changes(spec, rules, changes, order, static, source: str | None = None
 
 
 def _within(inc, max_entries: int | None, what: str) -> None:
-    """Refuse (before anything is written) when `inc` holds more entries than the budget: the
-    estimate alone refuses only large rule sets (`compiler.compile.TRUST_ESTIMATE_AT`)."""
+    """Refuse (before anything is written) when `inc` holds more entries than the budget (the
+    same rule sets `check_size` refuses: a last check on the incremental compiler's count)."""
     if max_entries:
         total = inc.stats()["entries"]["total"]
         if total > max_entries:

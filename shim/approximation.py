@@ -24,9 +24,10 @@ writes (a change that takes them over the budget is undone and α re-fitted from
 use, then the state rebuilt).
 
 A change whose new rules alone have enough conjunctions for the estimate to be close
-(`TRUST_ESTIMATE_AT`, as `compile_rules` trusts it) and are estimated over the budget is
-approximated at once, without trying the exact compile that would blow up; smaller rule
-sets, whose estimate can be far too large, are compiled and their real entries counted.
+(`TRUST_ESTIMATE_AT`) and are estimated over the budget is approximated at once, without
+trying the exact compile that could blow up (the records are still delivered exactly: the
+edge re-checks them); smaller rule sets, whose estimate can be far too large, are compiled
+and their real entries counted.
 
 A filter too wide for disjunctive normal form (`compiler.formula`: an `and` of 20 `or`s), which
 the incremental compiler refuses, is compiled by the compiler's formula path: while any
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 
 from compiler.approximate import approximate_rules
 from compiler.ast import Filter, Rule
-from compiler.compile import TRUST_ESTIMATE_AT, compile_rules
+from compiler.compile import compile_rules
 from compiler.estimate import estimate
 from compiler.formula import wide
 from compiler.fit_alpha import alpha_to_fit, size
@@ -67,6 +68,10 @@ SLOT_NAMES = [f"kafka.slot{i}" for i in range(SLOTS)]
 # A fit whose real entries still pass the budget is asked again with the budget scaled down
 # by how far over it came, at most this many times.
 REFITS = 3
+# From this many conjunctions in a change's new rules, an estimate over the budget is trusted
+# enough to approximate at once (approximating loses no record, unlike `camus compile`
+# refusing, which builds on trial instead).
+TRUST_ESTIMATE_AT = 10_000
 
 
 @dataclass(frozen=True)
@@ -190,7 +195,7 @@ class Budget:
 
     def _too_large(self, rules: list[Rule]) -> bool:
         """Whether `rules` alone, with enough conjunctions for the estimate to be trusted
-        (`compiler.compile.TRUST_ESTIMATE_AT`), are estimated over the budget: then so is
+        (`TRUST_ESTIMATE_AT`), are estimated over the budget: then so is
         every rule set holding them, and compiling them exactly is not even tried."""
         conjunctions = [c for r in rules for c in dnf(r.filter, r.line)]
         return (len(conjunctions) >= TRUST_ESTIMATE_AT
