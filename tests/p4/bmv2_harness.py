@@ -46,7 +46,10 @@ from collections import defaultdict
 from pathlib import Path
 
 ETH_P_ALL, PACKET_OUTGOING = 0x0003, 4
-PORTS = 16  # controller.launch's devices: ports 0..15, 0 the input here
+# The device's port numbers, one per veth pair of controller.launch's namespace (16): 0 is
+# the input; the high ones make every bit of the program's 9-bit one-hot matter (docs/p4.md,
+# "Port bitmaps without run-time shifts"). Not 511: simple_switch's drop port.
+PORT_NUMBERS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 63, 130, 256, 300, 510)
 
 
 def tag(frame: bytes, value: int) -> bytes:
@@ -77,14 +80,14 @@ class Wire:
     send into port 0, one per port to receive (port 0's too: a copy sent back out of the
     input port is a copy), read by one thread."""
 
-    def __init__(self, ns, ports: int = PORTS) -> None:
+    def __init__(self, ns, numbers: tuple[int, ...] = PORT_NUMBERS) -> None:
         self.tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: receives nothing
         self.tx.bind((ns.outer(0), 0))
         self.rx: dict[socket.socket, int] = {}
         self.selector = selectors.DefaultSelector()
-        for port in range(ports):
+        for i, port in enumerate(numbers):
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.bind((ns.outer(port), 0))
+            s.bind((ns.outer(i), 0))
             try:
                 s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE (root)
             except OSError:
@@ -184,6 +187,25 @@ def p4c_config(pipeline, slots: int, work: Path):
     return TargetConfig.from_files(p4info, program)
 
 
+def _numbered(cls):
+    """`cls` (a controller.launch device) with veth pair i as port PORT_NUMBERS[i]."""
+
+    class Numbered(cls):
+        def command(self) -> list[str]:
+            names = {self.ns.inner(i): n for i, n in enumerate(PORT_NUMBERS)}
+            out = []
+            for arg in super().command():
+                number, sep, rest = arg.partition("@" if cls.__name__ == "Bmv2Process" else "=iface:")
+                if sep and rest in names:
+                    arg = f"{names[rest]}{sep}{rest}"
+                out.append(arg)
+            assert sum(a.split("@")[0].split("=")[0] == "510" for a in out) == 1, out
+            return out
+
+    assert len(PORT_NUMBERS) == cls.ports
+    return Numbered
+
+
 class Device:
     """bmv2 (`kind` "bmv2") or camus's switch ("switch") in a namespace behind veths,
     programmed through P4Runtime by camus's controller."""
@@ -193,7 +215,7 @@ class Device:
         from controller.p4runtime_client import P4RuntimeClient
 
         self.kind, self.work = kind, work
-        self.proc = Bmv2Process() if kind == "bmv2" else VethSwitchProcess("native")
+        self.proc = _numbered(Bmv2Process if kind == "bmv2" else VethSwitchProcess)()
         self.wire = self.client = None
         try:
             self.wire = Wire(self.proc.ns)

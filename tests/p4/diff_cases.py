@@ -32,10 +32,11 @@ from compiler.rules import parse_rules
 from compiler.semantics import evaluate
 from compiler.spec import Spec, load_spec
 from switch.packet import ipv4_address, ipv4_checksum, mold_payload, udp_frame
-from tests.compiler.gen import FieldGen, random_message, random_rules, random_spec
+from tests.compiler.gen import FieldGen, random_filter, random_message, random_spec
+from tests.p4.bmv2_harness import PORT_NUMBERS
 
 SPECS = {"itch": "p4/itch/itch.p4", "int": "p4/int/int.p4", "kafka": "p4/kafka/kafka.p4"}
-RULE_PORTS = 8  # rules name ports 1..8; routes go to 1..9; the device has 0..15
+RULE_PORTS = PORT_NUMBERS[1:]  # every port of the device but the input
 DESTINATIONS = [ipv4_address(a) for a in ("10.0.0.2", "10.1.2.3", "10.200.0.9", "232.0.0.1",
                                           "232.1.1.1", "192.168.7.7", "8.8.8.8")]
 PREFIXES = [(ipv4_address("10.0.0.0"), 8), (ipv4_address("10.1.0.0"), 16), (ipv4_address("10.1.2.3"), 32),
@@ -96,13 +97,13 @@ def extras(rng: random.Random, pipeline) -> tuple[list, list[dict]]:
     """Random routes and UDP port rewrites, as entries.json entries."""
     routes = []
     for prefix, plen in rng.sample(PREFIXES, rng.randint(1, len(PREFIXES))):
-        routes.append((prefix, plen, None if rng.random() < 0.1 else rng.randint(1, RULE_PORTS + 1)))
+        routes.append((prefix, plen, None if rng.random() < 0.1 else rng.choice(RULE_PORTS)))
     entries = []
     for prefix, plen, port in routes:
         e = {"table": pipeline.ipv4_table, "match": {"ipv4.dst_addr": {"lpm": [prefix, plen]}}}
         e.update({"action": "drop", "params": {}} if port is None else {"action": "fwd", "params": {"port": port}})
         entries.append(e)
-    for port in rng.sample(range(1, RULE_PORTS + 1), rng.randint(0, 3)):
+    for port in rng.sample(RULE_PORTS, rng.randint(0, 3)):
         entries.append({"table": pipeline.egress_table,
                         "match": {"egress_port": {"exact": port}, "egress_rid": {"exact": 0}},
                         "action": "set_udp_port", "params": {"port": rng.choice([7777, 9, 65535, 1234])}})
@@ -117,13 +118,24 @@ def rule_set(kind: str, rng: random.Random, spec: Spec | None = None, gens: list
         spec = load_spec(SPECS[kind])
     gens = gens or spec_gens(spec, rng)
     n = n_rules if n_rules is not None else rng.choice([1, 2, 3, 5, 8, 12])
-    text = random_rules(rng, gens, n, max_port=RULE_PORTS)
+    text = random_rules(rng, gens, n)
     c = compile_rules(spec, parse_rules(text, spec), static=static)
     routes, more = extras(rng, c.pipeline)
     entries = dict(c.entries)
     entries["table_entries"] = list(c.entries["table_entries"]) + more
     entries["multicast_groups"] = list(c.entries.get("multicast_groups", []))
     return RuleSet(kind, spec, text, c, routes, entries, gens)
+
+
+def random_rules(rng: random.Random, gens: list[FieldGen], n: int) -> str:
+    """tests/compiler/gen.py's rules, each to 1 to 3 of the device's ports (mostly low ones,
+    so that rules share ports)."""
+    lines = []
+    for _ in range(n):
+        pool = RULE_PORTS if rng.random() < 0.3 else RULE_PORTS[:6]
+        ports = sorted(rng.sample(pool, rng.randint(1, 3)))
+        lines.append(f"{random_filter(rng, gens)} : fwd({', '.join(map(str, ports))})")
+    return "\n".join(lines)
 
 
 def _message(rs: RuleSet, rng: random.Random) -> tuple[bytes, dict[str, int]]:
