@@ -294,7 +294,11 @@ class RemoteTarget(Target):
         if len(changes) < REBUILD_AT:
             return super().stage(pipeline, entries, changes)
         swap_shadow = self.shadow.stage(pipeline, entries, changes)  # TargetError if refused
-        self._write(entries, changes)
+        # `entries` may be a call that makes the document (an incremental compile's): the
+        # desired state is the old one patched, as `apply` makes it.
+        with self._control:
+            desired = patch(self.desired, changes)
+        self._write(desired, changes)
         return swap_shadow
 
     def _updates(self, changes: Changes, had_groups: set[int]) -> list[list]:

@@ -323,13 +323,17 @@ def test_a_device_the_broker_started_is_started_again_when_it_dies(device):
     those produced while it was away (repaired from the source) nor those after."""
     b = InProcess(target=device)
     try:
-        src, views = unique("rs-src"), [unique("rs-view") for _ in range(3)]
+        src, views, wide = unique("rs-src"), [unique("rs-view") for _ in range(3)], unique("rs-wide")
         create(b.bootstrap, NewTopic(src, 2, 1, config=SCHEMA))
         for i, v in enumerate(views):
             create(b.bootstrap, NewTopic(v, config={"camus.source": src, "camus.filter": f"n >= {10 * i}"}))
+        # A view of over REBUILD_AT entries: written on the compile worker (`stage`).
+        create(b.bootstrap, NewTopic(wide, config={"camus.source": src, "camus.filter": " or ".join(
+            f"n == {3 * i}" for i in range(1200))}))
         produce(b.bootstrap, src, range(10))
         t = remote(b)
         want = settled(b, t.address)
+        assert want >= 1000
         first = t.device.proc.pid
         restores = t.stats.restores
         killed = time.monotonic()
@@ -345,6 +349,7 @@ def test_a_device_the_broker_started_is_started_again_when_it_dies(device):
         produce(b.bootstrap, src, range(20, 30))  # after: through the device again
         for i, v in enumerate(views):
             assert view_numbers(b.bootstrap, v, 30 - 10 * i) == list(range(10 * i, 30)), v
+        assert view_numbers(b.bootstrap, wide, 10) == list(range(0, 30, 3))
         assert t.stats.received > received
     finally:
         b.stop()
