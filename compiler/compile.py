@@ -17,6 +17,7 @@ from compiler import formula
 from compiler.formula import Wide, conjunctions as normal_form, sizing
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
+from compiler.state import refuse_state
 from pipeline import document, entries as entries_json, interpreter
 from pipeline.model import MAX_PORTS_WIDTH, Application, Lane, Pipeline, Stage
 
@@ -82,7 +83,11 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
 
     `lanes`: 1 compiles one diagram; N (> 1) at most N lanes, diagrams on groups of rules
     whose decisions are unioned (`compiler.lanes`); "auto" lanes only when the estimate says
-    they are much smaller than one diagram. A static pipeline has one lane."""
+    they are much smaller than one diagram. A static pipeline has one lane.
+
+    A rule that reads or updates state is refused (StateError): state is not yet compiled
+    to tables (docs/stateful.md)."""
+    refuse_state(spec, rules)
     with no_cyclic_gc(), deep_recursion():
         return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate,
                               lanes)

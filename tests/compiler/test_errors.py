@@ -112,7 +112,7 @@ SPEC_ERRORS = [
     ("header h { bit<8> a; }\n@pragma udp_port(70000)\n", (2, 1), "not a UDP port"),
     ("header h { bit<8> a }\n", (1, 21), "expected ';'"),
     ("header h { bit<8> a;\n", (None, None), "unexpected end"),
-    ("header h { bit<8> a; }\n@pragma query_counter(c, 100, 1024)\n", (2, 1), "not supported"),
+    ("header h { bit<8> a; }\n@pragma query_counter(c, 0, 1024)\n", (2, 26), "window of 0"),
     ("header h { bit<8> a; }\n@pragma framing(moldudp64, h)\n", (2, 1), "MoldUDP64 header"),
     ("header h { bit<8> a; }\n@pragma query_field(h.a)\n@pragma query_field_exact(h.a)\n",
      (3, 1), "different match kinds"),
