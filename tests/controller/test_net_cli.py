@@ -98,6 +98,60 @@ def test_bad_input_gets_one_clear_line(tmp_path, capsys, subs, where, message):
     assert not (tmp_path / "net").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    pytest.param(["compile", SPEC, "SUBS", "--graph", "BINARY", "--out", "NEW"],
+                 "BINARY:1:1: byte 0x89 is not UTF-8 text", id="compile-binary-graph"),
+    pytest.param(["serve", "--graph", "BINARY"],
+                 "BINARY:1:1: byte 0x89 is not UTF-8 text", id="serve-binary-graph"),
+    pytest.param(["run", "--net", "NET", "--inject", "h0=PCAP", "--out-dir", "SUBS"],
+                 "--out-dir SUBS: exists and is not a directory", id="run-out-dir-file"),
+    pytest.param(["up", "--net", "NET", "--inject", "h0=PCAP", "--out-dir", "SUBS"],
+                 "--out-dir SUBS: exists and is not a directory", id="up-out-dir-file"),
+    pytest.param(["change", "--net", "NET", "--fail-link", "A"],
+                 "--fail-link 'A': expected two switches, A,B", id="fail-link-no-comma"),
+    pytest.param(["change", "--net", "NET", "--fail-link", "A,B,C"],
+                 "--fail-link 'A,B,C': expected two switches, A,B", id="fail-link-three"),
+    pytest.param(["serve", "--topology", "fattree:4", "--listen", "127.0.0.1:70000"],
+                 "a port 0-65535", id="serve-port"),
+    pytest.param(["serve", "--topology", "fattree:4", "--listen", "unix:NEW/x.sock"],
+                 "no directory NEW", id="serve-unix-dir"),
+    pytest.param(["serve", "--topology", "fattree:4", "--state", "SUBS"],
+                 "--state SUBS: not a directory", id="serve-state-file"),
+    pytest.param(["serve", "--topology", "fattree:4", "--state", "STATE"],
+                 "STATE/topics.json: cannot read the topic numbers", id="serve-state-binary"),
+])
+def test_net_commands_say_what_is_wrong_in_one_line(tmp_path, capsys, args, message):
+    """Files of the wrong kind, an out-dir that is a file, a link without its comma: each
+    one line on stderr, exit 2, nothing started (up stops before Mininet, serve before
+    listening)."""
+    subs = tmp_path / "subs.txt"
+    subs.write_text("h0: price > 1\n")
+    (tmp_path / "binary").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "topics.json").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    write_pcap(str(tmp_path / "in.pcap"), [])
+    graph = tmp_path / "g.txt"
+    graph.write_text("A B\nB C\nC A\nhost h0 A\n")
+    net = tmp_path / "net"
+    assert main(["net", "compile", SPEC, str(subs), "--graph", str(graph), "--out", str(net)]) == 0
+    capsys.readouterr()
+    names = {"SUBS": subs, "BINARY": tmp_path / "binary", "NET": net, "PCAP": tmp_path / "in.pcap",
+             "NEW": tmp_path / "new", "STATE": tmp_path / "state"}
+    for name, path in names.items():
+        args = [a.replace(name, str(path)) for a in args]
+        message = message.replace(name, str(path))
+    assert main(["net", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_negative_settle_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["net", "up", "--net", "x", "--settle", "-1"])
+    assert exit.value.code == 2 and "--settle: '-1': expected seconds >= 0" in capsys.readouterr().err
+
+
 def test_run_refuses_unknown_hosts_and_missing_networks(tmp_path, capsys):
     assert main(["net", "run", "--net", str(tmp_path), "--inject", "h0=x.pcap",
                  "--out-dir", str(tmp_path / "o")]) == 2
