@@ -8,16 +8,8 @@ from compiler.errors import RuleError, SpecError
 from compiler.rules import parse_filter, parse_rules
 from compiler.spec import parse_spec
 
-SPEC = """\
-header itch_order { bit<16> stock_locate; bit<32> shares; bit<64> stock; bit<32> price; }
-@pragma query_field(itch_order.price)
-@pragma query_field(itch_order.shares)
-@pragma query_field_exact(itch_order.stock)
-@pragma ascii(itch_order.stock)
-@pragma query_counter(my_counter, 100, 1024)
-@pragma query_average(itch_order.price, 1000, 64)
-@pragma query_meter(orders, packets, 1000000, 4096, itch_order.stock_locate, 1024)
-"""
+from .test_errors import check_rule_error, check_spec_error
+from .test_stateful import SPEC
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +57,7 @@ RULE_ERRORS = [
 
 @pytest.mark.parametrize("rule,column,words", RULE_ERRORS)
 def test_rule_error_position_and_message(spec, rule, column, words):
-    text = "# a comment line first\n" + rule + "\n"
-    with pytest.raises(RuleError) as info:
-        parse_rules(text, spec, source="subs.rules")
-    err = info.value
-    assert (err.line, err.column) == (2, column), str(err)
-    for w in words:
-        assert w in err.message, str(err)
-    assert str(err).startswith(f"subs.rules:2:{column}: ")
+    check_rule_error(spec, rule, column, words)
 
 
 def test_errors_point_into_the_rule_after_a_shape_was_cached(spec):
@@ -127,11 +112,7 @@ SPEC_ERRORS = [
 
 @pytest.mark.parametrize("text,pos,words", SPEC_ERRORS)
 def test_spec_error_position_and_message(text, pos, words):
-    with pytest.raises(SpecError) as info:
-        parse_spec(HEADER + text + "\n", source="app.p4")
-    err = info.value
-    assert (err.line, err.column) == pos, str(err)
-    assert words in err.message, str(err)
+    check_spec_error(HEADER + text + "\n", pos, words)
 
 
 def test_framing_fields_cannot_hold_state():
