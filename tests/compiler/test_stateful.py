@@ -6,7 +6,10 @@ overflow, keyed state, scope, rule changes, slots; and the compiler's refusal.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -340,3 +343,21 @@ def test_the_reference_page_examples_parse():
     packets = [Packet(t, {"hicn.content": 7 + (t % 2) * 65536}) for t in range(201)]
     got = list(run([hot, cold], packets))  # 7 and 7 + 65536 share a bucket
     assert got[98] == {2} and got[99] == {1}
+
+
+def test_camus_compile_refuses_stateful_rules_with_their_position(tmp_path):
+    (tmp_path / "app.p4").write_text(SPEC)
+    (tmp_path / "subs.rules").write_text("price > 5 : fwd(1)\nmy_counter > 100 : fwd(2)\n")
+    (tmp_path / "ch.txt").write_text("+ price > 9 : fwd(3)\n+ avg(price) > 9 : fwd(3)\n")
+    root = Path(__file__).resolve().parents[2]
+    for extra in ([], ["--alpha", "10"], ["--changes", str(tmp_path / "ch.txt")]):
+        rules = "subs.rules" if extra[:1] != ["--changes"] else "none.rules"
+        if rules == "none.rules":
+            (tmp_path / rules).write_text("price > 5 : fwd(1)\n")
+        r = subprocess.run([sys.executable, "-m", "camus", "compile", "app.p4", rules, "--out",
+                            "out", *extra], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+        where = "ch.txt:2:1" if extra[:1] == ["--changes"] else "subs.rules:2:1"
+        assert r.returncode != 0 and where in r.stderr, (extra, r.stderr)
+        assert "not yet compiled to tables" in r.stderr
+        assert not (tmp_path / "out" / "entries.json").exists()
