@@ -172,7 +172,7 @@ def truth(f, values, read) -> bool:
     return holds(f, values)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n_rules=st.integers(1, 6), n_packets=st.integers(1, 60))
 def test_evaluator_equals_brute_force(seed, n_rules, n_packets):
     rng = random.Random(seed)
@@ -216,3 +216,25 @@ def test_replay_is_deterministic(seed):
     packets = random_packets(rng, 40)
     ev1, ev2 = Evaluator(rules), Evaluator(rules)
     assert [ev1.packet(p) for p in packets] == [ev2.packet(p) for p in packets]
+
+
+def substituted(f, negated=False):
+    """docs/stateful.md's second definition of scope: each state predicate becomes true
+    under an even number of `not`s, false under an odd number (a stateless filter)."""
+    if isinstance(f, StateAtom):
+        return Const(not negated)
+    if isinstance(f, (And, Or)):
+        return type(f)(tuple(substituted(i, negated) for i in f.items))
+    if isinstance(f, Not):
+        return Not(substituted(f.item, not negated))
+    return f
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_scope_two_definitions_agree(seed):
+    # three-valued logic, and the substitution the compiler can put in the diagram
+    rng = random.Random(seed)
+    (rule,) = parse_rules(f"{random_filter(rng)} : fwd(1)", SPEC)
+    for p in random_packets(rng, 20):
+        assert (kleene(rule.filter, p.values) > 0) == holds(substituted(rule.filter), p.values)
