@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compiler.errors import RuleError, SpecError
 from compiler.rules import parse_filter, parse_rules
@@ -122,3 +124,38 @@ def test_framing_fields_cannot_hold_state():
         parse_spec(mold + "@pragma query_average(mold.count, 10, 8)\n")
     assert info.value.line == 4
     parse_spec(mold + "@pragma query_average(m.v, 10, 8)\n")
+
+
+STATE_TOKENS = st.sampled_from([
+    "my_counter", "orders", "avg", "rate", "count", "meter", "avg(price)", "rate(orders)",
+    "price", "stock", "(", ")", "==", "<", ">=", "!=", "and", "or", "not", "in", "{", "}", ",",
+    ":", "fwd(1)", "fwd(", "count(my_counter)", "meter(orders)", "avg(price)", "1", "0x10",
+    "4294967296", '"x"', "10.0.0.1", "1/2", ";", "\n", "true"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(STATE_TOKENS, max_size=16).map(" ".join))
+def test_state_token_soup_gives_positioned_errors_or_rules(text):
+    # the fuzz of test_fuzz.py, with state words: a RuleError with a position, or rules
+    try:
+        rules = parse_rules(text, parse_spec(SPEC))
+    except RuleError as err:
+        assert err.line is not None and err.line >= 1 and err.column >= 1, err
+        return
+    for r in rules:
+        assert r.ports or r.updates
+
+
+STATE_SPEC_TOKENS = st.sampled_from([
+    "@pragma", "query_counter", "query_average", "query_meter", "(", ")", ",", "c", "h.id",
+    "h.v", "h.s", "h.w", "packets", "bytes", "0", "1", "8", "3", "0x10", "281474976710656",
+    "\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(STATE_SPEC_TOKENS, max_size=14).map(" ".join))
+def test_state_annotation_soup_gives_spec_errors(text):
+    try:
+        parse_spec(HEADER + text)
+    except SpecError as err:
+        assert err.message
