@@ -88,27 +88,13 @@ class Rule:
 
 
 def state_atoms(f: Filter) -> list[StateAtom]:
-    """Every state predicate of `f`, in the order the rule's text has them."""
-    out, todo = [], [f]
-    while todo:
-        f = todo.pop()
-        if isinstance(f, StateAtom):
-            out.append(f)
-        elif isinstance(f, (And, Or)):
-            todo.extend(reversed(f.items))
-        elif isinstance(f, Not):
-            todo.append(f.item)
-    return out
-
-
-def uses_state(rule: Rule) -> bool:
-    """Whether `rule` reads or updates state."""
-    return bool(rule.updates) or bool(state_atoms(rule.filter))
+    """Every state predicate of `f`, wherever it sits."""
+    return _leaves(f, StateAtom)
 
 
 def rule_state(rule: Rule) -> list[StateVar]:
-    """The state `rule` has instances of, each once: what its filter reads, in order, then
-    what only its update actions name."""
+    """The state `rule` has instances of, each once: what its filter reads, then what only
+    its update actions name."""
     seen = dict.fromkeys(a.state for a in state_atoms(rule.filter))
     seen.update(dict.fromkeys(sorted(rule.updates, key=lambda v: v.name)))
     return list(seen)
@@ -116,10 +102,14 @@ def rule_state(rule: Rule) -> list[StateVar]:
 
 def atoms(f: Filter) -> list[Atom]:
     """Every atom of `f`, wherever it sits."""
+    return _leaves(f, Atom)
+
+
+def _leaves(f: Filter, kind: type) -> list:
     out, todo = [], [f]
     while todo:
         f = todo.pop()
-        if isinstance(f, Atom):
+        if isinstance(f, kind):
             out.append(f)
         elif isinstance(f, (And, Or)):
             todo.extend(f.items)

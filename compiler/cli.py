@@ -61,6 +61,7 @@ def cmd_compile(args) -> int:
     from compiler.dot import render
     from compiler.rules import parse_rules
     from compiler.spec import parse_spec
+    from compiler.state import refuse_state
 
     try:
         spec = parse_spec(_read_text(Path(args.spec)), name=Path(args.spec).stem, source=args.spec)
@@ -69,7 +70,9 @@ def cmd_compile(args) -> int:
         else:
             text, source = _read_text(Path(args.rules)), args.rules
         with no_cyclic_gc():
-            rules = alpha_option.apply(parse_rules(text, spec, source=source), args.alpha, spec)
+            rules = parse_rules(text, spec, source=source)
+            refuse_state(spec, rules, source)  # before --alpha, which knows no state either
+            rules = alpha_option.apply(rules, args.alpha, spec)
         order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
         from compiler.estimate import DEFAULT_MAX_ENTRIES
 
@@ -131,6 +134,7 @@ def read_changes(path: Path, spec) -> list[tuple[int, int, list]]:
     """(line, +1 or -1, rules) per change line of a --changes file; errors name the line and
     column in that file, and nothing is applied if any line is wrong."""
     from compiler.rules import parse_rules
+    from compiler.state import refuse_state
 
     text = _read_text(path)
     lines = text.split("\n")
@@ -148,6 +152,7 @@ def read_changes(path: Path, spec) -> list[tuple[int, int, list]]:
         i = len(line) - len(body)
         blanked.append(line[:i] + " " + line[i + 1:])  # the rule keeps its columns
     rules = parse_rules("\n".join(blanked), spec, source=str(path))
+    refuse_state(spec, rules, str(path))
     by_line: dict[int, list] = {}
     for r in rules:
         by_line.setdefault(r.line, []).append(r)

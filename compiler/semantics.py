@@ -133,6 +133,13 @@ class Evaluator:
         """Remove the rule `add` (or the constructor, in order from 0) gave `handle`."""
         return self._rules.pop(handle).rule
 
+    def instance(self, handle: int, state: StateVar, bucket: int = 0
+                 ) -> tuple[int | None, int, int]:
+        """Rule `handle`'s instance of `state` (bucket `bucket`): (window tag, n, s); an
+        untouched one is (None, 0, 0). What the control plane will read."""
+        cell = self._rules[handle].instances.get((state, bucket))
+        return tuple(cell) if cell else (None, 0, 0)
+
     def _insert(self, rule: Rule) -> int:
         handle = self._next
         self._next += 1
@@ -155,14 +162,14 @@ class Evaluator:
             # 1-2: scoped instances take the packet first when it is in scope.
             if r.scoped and _maybe(rule.filter, values) is not False:
                 for var in r.scoped:
-                    _add(var, _instance(r, var, ts, values), values, length)
-            # 3: the test reads every instance as it now stands.
-            if _holds(rule.filter, values, lambda a: _compare(a, _instance(r, a.state, ts,
-                                                                           values))):
+                    _add(var, _instance(r, var, values), ts, values, length)
+            # 3: the test reads every instance as it now stands (reading changes nothing).
+            if _holds(rule.filter, values,
+                      lambda a: _compare(a, _instance(r, a.state, values), ts)):
                 ports |= rule.ports
                 # 4: then the update actions.
                 for var in sorted(rule.updates, key=lambda v: v.name):
-                    _add(var, _instance(r, var, ts, values), values, length)
+                    _add(var, _instance(r, var, values), ts, values, length)
         return ports
 
 
@@ -173,21 +180,22 @@ def run(rules: Iterable[Rule], packets: Iterable[Packet]) -> Iterator[set[int]]:
         yield ev.packet(p)
 
 
-def _instance(r: _Rule, var: StateVar, ts: int, values: Mapping[str, int]) -> list:
-    """The instance of `var` the packet touches, in the packet's window: one of another
-    window (or untouched) starts this one with zeros."""
+def _instance(r: _Rule, var: StateVar, values: Mapping[str, int]) -> list:
+    """The instance of `var` the packet touches (its key's bucket): [window tag, n, s]."""
     bucket = values.get(var.key, 0) % var.buckets if var.key else 0
     cell = r.instances.get((var, bucket))
-    window = ts // var.window_us
     if cell is None:
-        cell = r.instances[var, bucket] = [window, 0, 0]
-    elif cell[0] != window:
-        cell[:] = [window, 0, 0]
+        cell = r.instances[var, bucket] = [None, 0, 0]
     return cell
 
 
-def _add(var: StateVar, cell: list, values: Mapping[str, int], length: int | None) -> None:
-    """One packet into an instance; an addition past a maximum is not made at all."""
+def _add(var: StateVar, cell: list, ts: int, values: Mapping[str, int], length: int | None
+         ) -> None:
+    """One packet into an instance: one of another window (or untouched) first starts the
+    packet's window with zeros; an addition past a maximum is not made at all."""
+    window = ts // var.window_us
+    if cell[0] != window:
+        cell[:] = [window, 0, 0]
     if var.kind == "meter" and var.unit == "bytes":
         dn = var.message_bytes if length is None else length
     else:
@@ -199,9 +207,10 @@ def _add(var: StateVar, cell: list, values: Mapping[str, int], length: int | Non
     cell[2] += ds
 
 
-def _compare(a: StateAtom, cell: list) -> bool:
+def _compare(a: StateAtom, cell: list, ts: int) -> bool:
+    """`a` on the instance's value in the packet's window (zeros if it holds another)."""
     var, op, x = a.state, _COMPARE[a.op], a.value
-    n, s = cell[1], cell[2]
+    n, s = (cell[1], cell[2]) if cell[0] == ts // var.window_us else (0, 0)
     if var.kind == "counter":
         return op(n, x)
     if var.kind == "average":
