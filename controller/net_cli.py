@@ -197,6 +197,10 @@ def cmd_compile(args) -> int:
         # OverflowError: more distinct port sets or states than their ids can number.
         print(f"camus net compile: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:  # past what controller.memory foresaw: the subscriptions' share
+        print("camus net compile: error: out of memory (the network's size fits; its "
+              "subscriptions took the rest)", file=sys.stderr)
+        return 2
     try:
         net.write(args.out)
         # What `camus net change` reads the network back with.
@@ -419,6 +423,9 @@ def cmd_serve(args) -> int:
         return 0
     except (OSError, TopologyError, CamusError, EmulationError, StateError) as exc:
         print(f"camus net serve: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("camus net serve: error: out of memory", file=sys.stderr)
         return 2
     finally:
         if service is not None:

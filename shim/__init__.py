@@ -17,6 +17,8 @@ batches). `camus serve` (`shim.cli`) is built on it:
   producers.py       idempotent producers' sequence windows
   topic_client.py    `camus topic`: CreateTopics/DeleteTopics/Metadata from the command line
   schema.py, subscriptions.py, reframe.py   the Kafka mapping (fields, rules, packets)
-  native_kafka.py    `shim._native` (Rust crate shim/native/), the compiled record walk, JSON
-                     fields and reframing: loaded and checked once, loud when it falls back
+
+The compiled record walk, JSON fields and reframing (Rust crate shim/native/) are
+`shim.protocol._native`, loaded and checked once by `shim.protocol.native`, loud when it falls
+back: beside the codec, which may import nothing of the server.
 """

@@ -72,3 +72,21 @@ def test_an_upward_import_breaks_the_layers(tmp_path):
     named = f"compiler -> shim (l.{line})"
     assert named not in before.stdout
     assert after.returncode != 0 and named in after.stdout, after.stdout + after.stderr
+
+
+def test_the_codec_importing_the_server_breaks_the_contract(tmp_path):
+    """shim.protocol is sans-IO: no module of the shim around it, present or added later
+    (the contract forbids `shim.*`, not a list). Its record walk's compiled half is
+    shim.protocol._native for that reason; shim.protocol.records reached into
+    shim.native_kafka before."""
+    _copy_sources(tmp_path)
+    before = _lint_imports(tmp_path, "--contract", "sans-io-codec")
+    assert before.returncode == 0, before.stdout + before.stderr
+    (tmp_path / "shim" / "later.py").write_text('"""A server module added after the contract."""\n')
+    target = tmp_path / "shim" / "protocol" / "records.py"
+    line = len(target.read_text().splitlines()) + 1
+    with open(target, "a") as fh:
+        fh.write("from shim import later  # the codec may not know the server\n")
+    after = _lint_imports(tmp_path, "--contract", "sans-io-codec")
+    named = f"shim.protocol.records -> shim.later (l.{line})"
+    assert after.returncode != 0 and named in after.stdout, after.stdout + after.stderr

@@ -244,3 +244,25 @@ def test_net_up_on_bmv2_without_bmv2_says_so(tmp_path, capsys):
     assert main(["net", "up", "--net", str(tmp_path), "--switch", "bmv2"]) == 2
     err = capsys.readouterr().err
     assert "bmv2 asked for" in err and "simple_switch_grpc" in err
+
+
+def test_a_fat_tree_the_memory_cannot_hold_is_refused_up_front(tmp_path):
+    """Under a 400 MB address-space limit, fattree:64 (about 0.5 GB) is refused in one line
+    before anything is built (it was a MemoryError traceback: the routing alone wanted
+    ~35 GB); fattree:16 still compiles."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (400 << 20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+    subs = tmp_path / "subs.txt"
+    subs.write_text('h0: stock == "GOOGL"\n')
+    runs = {k: subprocess.run([sys.executable, "-m", "camus", "net", "compile", SPEC, str(subs),
+                               "--topology", f"fattree:{k}", "--out", str(tmp_path / f"k{k}")],
+                              capture_output=True, text=True, timeout=300, preexec_fn=cap)
+            for k in (16, 64)}
+    assert runs[16].returncode == 0, runs[16].stderr
+    err = runs[64].stderr
+    assert runs[64].returncode == 2 and err.count("\n") == 1, err
+    assert "fattree:64 (5120 switches, 65536 hosts) needs at least" in err and "ulimit -v" in err
+    assert not (tmp_path / "k64").exists()
