@@ -105,11 +105,12 @@ async def handle_create_topics(ctx, request):
             {"name": t.name, "num_partitions": -1, "replication_factor": -1,
              "error_code": ErrorCode.policy_violation, "error_message": too_many}
             for t in request.body.topics])
-    # The request's timeout bounds the wait for views; with none (0: "do not wait", which
-    # a view cannot honour), VIEW_WAIT, within the clients' own request timeouts.
+    # The request's timeout bounds the wait for views, less a tenth (at most a second) for
+    # the answer to reach a client whose own timeout is the same (`camus topic create`);
+    # with none (0: "do not wait", which a view cannot honour), VIEW_WAIT.
     loop = asyncio.get_running_loop()
     wait = request.body.timeout.total_seconds()
-    deadline = loop.time() + (wait if wait > 0 else VIEW_WAIT)
+    deadline = loop.time() + (wait - min(1.0, wait / 10) if wait > 0 else VIEW_WAIT)
     for t in request.body.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "num_partitions": -1, "replication_factor": -1}
