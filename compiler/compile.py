@@ -75,17 +75,17 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
     With `max_entries` (or `on_estimate`), the size is estimated first (`compiler.estimate`,
     linear in the rules, an upper bound); when the estimate is over `max_entries`, the build
     runs on trial (`Trial`): TooLarge as soon as the entries counted for sure pass
-    `max_entries`, or after `trial_seconds` of CPU (default TRIAL_SECONDS). Whatever the estimate, TooLarge if the
-    entries come out over it. The message says which fields and rules drive the size and
-    what would bring it under. `on_estimate` is given the estimate (a progress bar takes its
-    states as its total).
+    `max_entries`, or after `trial_seconds` of CPU (None: TRIAL_SECONDS). Whatever the
+    estimate, TooLarge if the entries come out over it. The message says which fields and
+    rules drive the size and what would bring it under. `on_estimate` is given the estimate
+    (a progress bar takes its states as its total).
 
     `lanes`: 1 compiles one diagram; N (> 1) at most N lanes, diagrams on groups of rules
     whose decisions are unioned (`compiler.lanes`); "auto" lanes only when the estimate says
     they are much smaller than one diagram. A static pipeline has one lane."""
     with no_cyclic_gc(), deep_recursion():
         return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate,
-                              lanes, trial_seconds or TRIAL_SECONDS)
+                              lanes, trial_seconds)
 
 
 @contextlib.contextmanager
@@ -118,7 +118,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    progress: Callable[[int, int], None] | None, static: bool,
                    max_entries: int | None = None,
                    on_estimate: Callable[[estimate.Estimate], None] | None = None,
-                   lanes: str | int = 1, trial_seconds: float = 0.0) -> Compiled:
+                   lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     started = time.perf_counter()
     if fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries, on_estimate):
         # 1M hICN rules: entries straight from the values, the diagram built only if read
@@ -173,12 +173,13 @@ class Trial:
     """The watch on a build (or the lanes' builds) that the estimate put over `budget`: raises
     `refusal(counted, stopped)` once the entries the finished diagram holds at least
     (`diagram.build`'s lower bound, plus `done` for lanes already built) pass the budget
-    (`stopped` None), or after `seconds` of this thread's CPU time (`stopped` = `seconds`),
-    whichever comes first. It never refuses on the estimate: a rule set whose diagram fits is
-    built to the end and counted."""
+    (`stopped` None), or after `seconds` (None: TRIAL_SECONDS) of this thread's CPU time
+    (`stopped` = those seconds), whichever comes first. It never refuses on the estimate: a
+    rule set whose diagram fits is built to the end and counted."""
 
-    def __init__(self, budget: int, seconds: float,
+    def __init__(self, budget: int, seconds: float | None,
                  refusal: Callable[[int, float | None], Exception]) -> None:
+        seconds = seconds or TRIAL_SECONDS
         self.budget, self.seconds, self.refusal = budget, seconds, refusal
         self.until = time.thread_time() + seconds
         self.done = 0
@@ -235,7 +236,7 @@ def _choose_lanes(spec: Spec, items, fields, field_order, lanes: str | int):
 
 def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order,
                    progress, max_entries: int | None, on_estimate, started: float,
-                   trial_seconds: float) -> Compiled:
+                   trial_seconds: float | None) -> Compiled:
     """One diagram per lane, each with its own stages and leaf, one application and group."""
     kinds = match_kinds(spec, rules)
     total = sum(lane.entries for lane in chosen)
