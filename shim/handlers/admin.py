@@ -142,9 +142,9 @@ async def handle_create_topics(ctx, request):
                 # answered, nor finds one it was told failed.
                 try:
                     await broker.view_ready(topic.name, max(0.0, deadline - loop.time()))
-                except TopicError:
+                except TopicError as exc:
                     broker.delete_topic(topic)
-                    raise
+                    raise TopicError(f"{exc}; the view was not created", exc.code_name) from None
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
                          replication_factor=1, error_code=ErrorCode.none,
                          configs=topic_configs(topic))
