@@ -68,7 +68,7 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
                   progress: Callable[[int, int], None] | None = None,
                   static: bool = False, max_entries: int | None = None,
                   on_estimate: Callable[[estimate.Estimate], None] | None = None,
-                  lanes: str | int = 1) -> Compiled:
+                  lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     """Tables for `rules`. With `static`, the pipeline (stages, match kinds) depends on the
     spec alone: every query field gets a stage with its declared match kind, so any rule set
     compiles to entries for one and the same pipeline.
@@ -76,10 +76,10 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
     With `max_entries` (or `on_estimate`), the size is estimated first (`compiler.estimate`,
     linear in the rules, an upper bound); when the estimate is over `max_entries`, the build
     runs on trial (`Trial`): TooLarge as soon as the entries counted for sure pass
-    `max_entries`, or after TRIAL_SECONDS of CPU. Whatever the estimate, TooLarge if the
-    entries come out over it. The message says which fields and rules drive the size and
-    what would bring it under. `on_estimate` is given the estimate (a progress bar takes its
-    states as its total).
+    `max_entries`, or after `trial_seconds` of CPU (None: TRIAL_SECONDS). Whatever the
+    estimate, TooLarge if the entries come out over it. The message says which fields and
+    rules drive the size and what would bring it under. `on_estimate` is given the estimate
+    (a progress bar takes its states as its total).
 
     `lanes`: 1 compiles one diagram; N (> 1) at most N lanes, diagrams on groups of rules
     whose decisions are unioned (`compiler.lanes`); "auto" lanes only when the estimate says
@@ -90,7 +90,7 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
     refuse_state(spec, rules)
     with no_cyclic_gc(), deep_recursion():
         return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate,
-                              lanes)
+                              lanes, trial_seconds)
 
 
 @contextlib.contextmanager
@@ -123,7 +123,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    progress: Callable[[int, int], None] | None, static: bool,
                    max_entries: int | None = None,
                    on_estimate: Callable[[estimate.Estimate], None] | None = None,
-                   lanes: str | int = 1) -> Compiled:
+                   lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     started = time.perf_counter()
     if fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries, on_estimate):
         # 1M hICN rules: entries straight from the values, the diagram built only if read
@@ -142,7 +142,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
         chosen = _choose_lanes(spec, items, fields, field_order, lanes)
         if chosen is not None:
             return _compile_lanes(spec, rules, items, chosen, field_order, progress, max_entries,
-                                  on_estimate, started)
+                                  on_estimate, started, trial_seconds)
     predicted = None
     trial = None
     if max_entries or on_estimate:
@@ -155,7 +155,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             # 8,007; random 10-field Kafka rule sets at 10^7-10^11 to a few hundred): build on
             # trial, refused only when the entries counted pass the budget or the trial's
             # CPU bound is hit.
-            trial = Trial(max_entries, lambda counted, stopped: _too_large(
+            trial = Trial(max_entries, trial_seconds, lambda counted, stopped: _too_large(
                 items, rules, fields, max_entries, predicted, counted, stopped))
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
     stages = lowering.stages_for(spec, fields, kinds)
@@ -177,22 +177,25 @@ TRIAL_SECONDS = 10.0
 class Trial:
     """The watch on a build (or the lanes' builds) that the estimate put over `budget`: raises
     `refusal(counted, stopped)` once the entries the finished diagram holds at least
-    (`diagram.build`'s lower bound, plus `done` for lanes already built) pass the budget, or
-    (`stopped`) after TRIAL_SECONDS of this thread's CPU time, whichever comes first. It never
-    refuses on the estimate: a rule set whose diagram fits is built to the end and counted."""
+    (`diagram.build`'s lower bound, plus `done` for lanes already built) pass the budget
+    (`stopped` None), or after `seconds` (None: TRIAL_SECONDS) of this thread's CPU time
+    (`stopped` = those seconds), whichever comes first. It never refuses on the estimate: a
+    rule set whose diagram fits is built to the end and counted."""
 
-    def __init__(self, budget: int, refusal: Callable[[int, bool], Exception]) -> None:
-        self.budget, self.refusal = budget, refusal
-        self.until = time.thread_time() + TRIAL_SECONDS
+    def __init__(self, budget: int, seconds: float | None,
+                 refusal: Callable[[int, float | None], Exception]) -> None:
+        seconds = seconds or TRIAL_SECONDS
+        self.budget, self.seconds, self.refusal = budget, seconds, refusal
+        self.until = time.thread_time() + seconds
         self.done = 0
         self.floor = 0
 
     def __call__(self, floor: int) -> None:
         self.floor = floor
         if self.done + floor > self.budget:
-            raise self.refusal(self.done + floor, False)
+            raise self.refusal(self.done + floor, None)
         if time.thread_time() > self.until:
-            raise self.refusal(self.done + floor, True)
+            raise self.refusal(self.done + floor, self.seconds)
 
 
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
@@ -237,7 +240,8 @@ def _choose_lanes(spec: Spec, items, fields, field_order, lanes: str | int):
 
 
 def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order,
-                   progress, max_entries: int | None, on_estimate, started: float) -> Compiled:
+                   progress, max_entries: int | None, on_estimate, started: float,
+                   trial_seconds: float | None) -> Compiled:
     """One diagram per lane, each with its own stages and leaf, one application and group."""
     kinds = match_kinds(spec, rules)
     total = sum(lane.entries for lane in chosen)
@@ -248,13 +252,13 @@ def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order
         if on_estimate:
             on_estimate(predicted)
         if max_entries and total > max_entries:  # an upper bound: built on trial
-            def refusal(counted: int, stopped: bool) -> TooLarge:
+            def refusal(counted: int, stopped: float | None) -> TooLarge:
                 return TooLarge(
                     f"the rules would compile to about {total:,} entries in {len(chosen)} "
                     f"lanes by the estimate, more than the budget of {max_entries:,} entries "
                     f"(--max-entries); " + _trial_outcome(counted, stopped)
                     + "; raise it, or pass --max-entries 0 to compile regardless")
-            trial = Trial(max_entries, refusal)
+            trial = Trial(max_entries, trial_seconds, refusal)
     built = []
     for k, lane in enumerate(chosen):
         conj = [c for c, _ in lane.items]
@@ -352,24 +356,25 @@ def _estimate(conjs: list, fields) -> estimate.Estimate:
 
 def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                predicted: estimate.Estimate, counted: int | None = None,
-               stopped: bool | None = None) -> TooLarge:
+               stopped: float | None | bool = False) -> TooLarge:
     """The refusal of `items` over `max_entries`, explained (`estimate.explain`). `counted`:
-    the entries the build counted; all of them when `stopped` is None, else those a `Trial`
-    had counted for sure when it stopped the build (by its CPU bound if `stopped`)."""
+    the entries the build counted; all of them when `stopped` is False, else those a `Trial`
+    had counted for sure when it stopped the build (`stopped`: the CPU seconds it stopped
+    at, or None when the count passed the budget)."""
     names = " -> ".join(q.qname for q in fields)
     if counted is None:
         lead = None
-    elif stopped is None:
+    elif stopped is False:
         lead = (f"the rules compile to {counted:,} entries with the field order {names}, "
                 f"more than the budget of {max_entries:,} entries (--max-entries).")
     elif stopped:
         lead = (f"the rules would compile to about {predicted.entries:,} entries by the "
                 f"estimate with the field order {names}, more than the budget of "
-                f"{max_entries:,} entries (--max-entries); {_trial_outcome(counted, True)}.")
+                f"{max_entries:,} entries (--max-entries); {_trial_outcome(counted, stopped)}.")
     else:
         lead = (f"the rules compile to more than the budget of {max_entries:,} entries "
                 f"(--max-entries) with the field order {names}: "
-                f"{_trial_outcome(counted, False)} (the estimate: about "
+                f"{_trial_outcome(counted, None)} (the estimate: about "
                 f"{predicted.entries:,}).")
     conjs, lines = [], []  # a wide filter's atoms each count as one (who uses a field)
     for r in rules:
@@ -393,11 +398,11 @@ def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
     return TooLarge(text)
 
 
-def _trial_outcome(counted: int, stopped: bool) -> str:
-    """What a `Trial` found when it stopped a build: by its CPU bound (`stopped`), or as soon
-    as the entries counted for sure (`counted`) passed the budget."""
+def _trial_outcome(counted: int, stopped: float | None) -> str:
+    """What a `Trial` found when it stopped a build: at its CPU bound (`stopped` seconds), or
+    (None) as soon as the entries counted for sure (`counted`) passed the budget."""
     if stopped:
-        return (f"building them was stopped after {TRIAL_SECONDS:g} s of CPU time, "
+        return (f"building them was stopped after {stopped:g} s of CPU time, "
                 + (f"with {counted:,} entries counted for sure by then" if counted else
                    "before any entry was counted for sure")
                 + " (the estimate is an upper bound, often far above the real count; "

@@ -341,12 +341,12 @@ class _Builder:
         base: dict[int, frozenset] = {}
         starts: dict[int, list] = defaultdict(list)  # cut -> (next residual, ports) starting
         ends: dict[int, list] = defaultdict(list)  # cut -> the same, ending just before it
-        last = True  # every residual tests field k and nothing after it
+        last = True  # every residual tests one field and nothing after it
         for rid, ports in items:
+            if res_next[rid]:
+                last = False
             if res_head[rid] == k:
                 nxt = res_next[rid]
-                if nxt:
-                    last = False
                 if nxt < 0:  # a wide filter's formula: a successor residual per interval
                     for lo, hi, after in self.formula_split(rid):
                         for nxt in after:
@@ -410,20 +410,23 @@ class _Builder:
                 out[-1] = (out[-1][0], hi, succ)
             else:
                 out.append((lo, hi, succ))
-        if self.watch is not None and last and not base:
+        if self.watch is not None and last:
             self.floor += _final_entries_at_least(out)
         return Split(k, out)
 
 
 def _final_entries_at_least(intervals: list[tuple[int, int, int]]) -> int:
-    """Entries that the split `intervals` of a state whose residuals all test its field and
+    """Entries that the split `intervals` of a state whose residuals each test one field and
     nothing after costs in the reduced diagram, at least.
 
-    Such a state's canonical content is its meaning (port by port, one interval set on the
-    field, neither empty nor the whole domain), so no other state means the same, the final
-    reduction keeps it and its split (its successors are leaves, never merged), and it stays
-    reachable: the messages that reached it still need that decision on the field. Every
-    interval but those going the default way costs an entry of its own."""
+    Such a state's canonical content is its meaning: port by port, at most one interval set
+    per field, neither empty nor the whole domain (`canonical` merges them), and the port is
+    selected when any of them holds, a function from which each interval set can be read
+    back. Its successors are such states too (or leaves), distinct in content, so distinct
+    in meaning. The final reduction, which leaves one state per meaning, therefore keeps a
+    state that means the same with this very split, and keeps it reachable: the messages
+    that reached this one still need that decision. Every interval but those going the
+    default way costs an entry of its own."""
     ways: dict[int, int] = defaultdict(int)
     for _, _, t in intervals:
         ways[t] += 1

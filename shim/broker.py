@@ -340,6 +340,13 @@ class Broker:
     def _replay(self, view: Topic, source: Topic, port: int) -> None:
         if self.view_ports.get(port) != view.name:
             return  # deleted before its entries were on the target
+        failed = self.datapath.failed.get(port)
+        if failed is not None:  # its entries are not on the target: nothing to replay
+            log.error("view %r: its filter did not compile: %s", view.name, failed)
+            self.replaying.discard(view.name)
+            self._ready(view.name, TopicError(f"view {view.name!r}: its filter did not "
+                                              f"compile: {failed}", "policy_violation"))
+            return
         for p in range(source.partitions):
             src_log = self.logs[(source.name, p)]
             # The view starts where its source starts (as a compacted topic starts at its
@@ -361,17 +368,26 @@ class Broker:
         self._ready(name)
         self.changed.set()
 
-    def _ready(self, name: str) -> None:
+    def _ready(self, name: str, failed: TopicError | None = None) -> None:
         for waiter in self._waiting.pop(name, ()):
             if not waiter.done():
-                waiter.set_result(None)
+                if failed is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(failed)
 
-    async def view_ready(self, name: str) -> None:
-        """Return once the view `name` holds its source's records (its replay is reported)."""
+    async def view_ready(self, name: str, timeout: float | None = None) -> None:
+        """Return once the view `name` holds its source's records (its replay is reported).
+        TopicError if its filter did not compile, or (REQUEST_TIMED_OUT) if that takes more
+        than `timeout` seconds: the caller decides what becomes of the view."""
         if name in self.replaying:
             waiter = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(name, []).append(waiter)
-            await waiter
+            try:
+                await asyncio.wait_for(waiter, timeout)
+            except TimeoutError:
+                raise TopicError(f"view {name!r}: its filter's entries were not on the switch "
+                                 f"within {timeout:g} s", "request_timed_out") from None
 
     # --- produce ----------------------------------------------------------------------
 

@@ -158,7 +158,12 @@ async def _alter(ctx, request, incremental: bool):
         except TopicError as exc:
             entry.update(error_code=ErrorCode[exc.code_name], error_message=str(exc))
     for name in rebuilt:  # answered once each re-filtered view holds its source's records
-        await broker.view_ready(name)
+        try:
+            await broker.view_ready(name)
+        except TopicError as exc:  # the new filter is kept; its compile is retried later
+            for entry in out:
+                if entry["resource_name"] == name:
+                    entry.update(error_code=ErrorCode[exc.code_name], error_message=str(exc))
     return request.response(responses=out)
 
 

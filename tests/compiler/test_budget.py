@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from compiler.compile import TooLarge, check_size, compile_rules
 from compiler.estimate import DEFAULT_MAX_ENTRIES
 from compiler.rules import parse_rules
-from compiler.spec import load_spec
+from compiler.spec import load_spec, parse_spec
 
 from .gen import itch_mix, random_rules, random_spec
 from .test_cli import ITCH as ITCH_PATH, camus
@@ -108,3 +108,19 @@ def test_the_budget_refuses_random_rule_sets_only_when_their_entries_pass_it(see
     rng = random.Random(seed)
     spec, gens = random_spec(rng)
     _holds_to_the_budget(spec, parse_rules(random_rules(rng, gens, n), spec), share)
+
+
+SIENA = parse_spec("header ev {\n" + "".join(f"    bit<8> a{i};\n" for i in range(4)) + "}\n"
+                   "@pragma udp_port(5555)\n"
+                   + "".join(f"@pragma query_field(ev.a{i})\n" for i in range(4)), name="ev")
+one_field = st.builds(lambda i, op, c, p: f"a{i} {op} {c} : fwd({p})", st.integers(0, 3),
+                      st.sampled_from(["<", ">", "==", "!="]), st.integers(0, 255),
+                      st.integers(1, 8))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(one_field, min_size=1, max_size=80).map("\n".join), st.floats(0, 1))
+def test_the_budget_refuses_one_field_rule_sets_only_when_their_entries_pass_it(text, share):
+    """Siena's shape (every rule one predicate, on independent attributes): every state of
+    the diagram is one whose count the trial takes for sure, from the first split on."""
+    _holds_to_the_budget(SIENA, parse_rules(text, SIENA), share)
