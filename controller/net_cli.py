@@ -379,21 +379,17 @@ def cmd_serve(args) -> int:
 
     from controller.emulation import Emulation, EmulationError
 
+    why = _address_problem(args.listen, args.bind)
+    if why:
+        print(f"camus net serve: error: {why}", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="camus-net-serve-")) if args.mininet else None
     listen = args.listen or (f"unix:{work / 'fabric.sock'}" if work else "127.0.0.1:0")
     if listen.startswith("unix:"):
         address = listen[5:]
     else:
         host, _, port = listen.rpartition(":")
-        if not host or not port.isdigit() or int(port) > 65535:
-            print(f"camus net serve: error: --listen {listen!r}: expected HOST:PORT (a port "
-                  "0-65535) or unix:PATH", file=sys.stderr)
-            return 2
         address = (host, int(port))
-    if isinstance(address, str) and not Path(address).parent.is_dir():
-        print(f"camus net serve: error: --listen {listen!r}: no directory {Path(address).parent}",
-              file=sys.stderr)
-        return 2
     emulation = service = None
     try:
         topo = load_topology(args)
@@ -434,6 +430,29 @@ def cmd_serve(args) -> int:
             emulation.stop()
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _address_problem(listen: str | None, bind: str) -> str | None:
+    """What is wrong with `camus net serve`'s --listen or --bind, or None: said before
+    anything starts (a name that does not resolve failed the same way for either)."""
+    import socket
+
+    named = [("--bind", bind)]
+    if listen and listen.startswith("unix:"):
+        parent = Path(listen[5:]).parent
+        if not parent.is_dir():
+            return f"--listen {listen!r}: no directory {parent}"
+    elif listen:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit() or int(port) > 65535:
+            return f"--listen {listen!r}: expected HOST:PORT (a port 0-65535) or unix:PATH"
+        named.append(("--listen", host))
+    for option, host in named:
+        try:
+            socket.getaddrinfo(host, None)
+        except socket.gaierror as exc:
+            return f"{option} {host!r}: {exc.strerror}"
+    return None
 
 
 def write_subscriptions(path: Path, subs) -> None:

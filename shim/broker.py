@@ -3,7 +3,7 @@
 `Broker` owns the topic catalog, the source partition logs (on disk with a data dir),
 the view logs (derived: rebuilt from the source through the target at start-up and when
 a view is created), the data path and its target (`Config.target`, opened by
-`controller.target.open_target`), the group coordinator, committed offsets and
+`controller.targets.open_target`), the group coordinator, committed offsets and
 idempotent-producer state. Handlers (`shim.handlers`) translate requests into calls
 here. Everything runs on one asyncio loop, so no locks: a call that does not await
 happens atomically.
@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 
 from compiler.estimate import DEFAULT_MAX_ENTRIES
-from controller.target import open_target
+from controller.targets import open_target
 from shim import compaction
 from shim.datapath import DataPath, Delivered, PortsExhausted
 from shim.fetch_sessions import FetchSessions

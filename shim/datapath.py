@@ -1,7 +1,7 @@
 """The one way records flow: reframed into packets, through the target, to endpoints.
 
 Theory of operation. The broker drives one target (`controller.target.Target`, opened by
-`controller.target.open_target`: today the embedded software switch) programmed with the
+`controller.targets.open_target`: today the embedded software switch) programmed with the
 static Kafka pipeline: `p4/kafka/kafka.p4` compiled with `static=True`, so the pipeline
 never changes and a subscription change only changes table entries and multicast groups.
 Every egress port is one subscription endpoint: a view (all partitions of its source,
