@@ -15,7 +15,8 @@ Theory of operation (Kafka's classic protocol, one coordinator: this broker).
   peer in ../shared/peers/kafka runs). Completion
   bumps the generation, picks the first protocol every member offers, keeps or elects
   a leader, and answers every parked join (the leader also gets every member's
-  metadata).
+  metadata). As Kafka, every member's session starts again then: a join that waited
+  longer than its session timeout for the others must not be expired before its sync.
 - SyncGroup from the leader stores the assignments and answers every parked sync;
   the group is Stable. Other members' syncs wait for it.
 - Heartbeat answers REBALANCE_IN_PROGRESS while a rebalance is pending, which is how
@@ -250,8 +251,10 @@ class Coordinator:
         g.state = COMPLETING
         log.info("group %s: generation %d, %d member(s), leader %s", g.group_id, g.generation,
                  len(g.members), g.leader)
+        now = time.monotonic()
         for m in g.members.values():
             m.assignment = b""
+            m.last_seen = now  # its session starts again, however long its join waited
         self._notify(g)
         for m in g.members.values():
             if m.join is not None and not m.join.done():
