@@ -1,14 +1,15 @@
 """`camus net up`: a compiled network as real processes, namespaces and links in Mininet.
 
-Each switch is one process in the root namespace (a Mininet `Switch` whose start and stop are
-ours, not Open vSwitch's), bound to its Mininet interfaces as its numbered ports, started
+Each switch is one process (a Mininet `Switch` whose start and stop are ours, not Open
+vSwitch's), bound to its Mininet interfaces as its numbered ports, started
 without entries and then programmed over P4Runtime by this controller (`controller.push`,
 the difference to what it holds: everything, the first time). The process is bmv2's
 `simple_switch_grpc` running the generated program's fabric variant (compiled once by
 `p4c-bm2-ss`; the controller also writes each switch's fabric control plane,
-`controller.fabric_p4`) where both tools are on PATH (`switch="auto"` or `"bmv2"`), and
-otherwise `camus switch serve --fabric UP_PORTS` (camus's software switch, which takes the
-fabric's egress decisions itself). Hosts are Mininet hosts, each in its own network namespace with one interface, so a
+`controller.fabric_p4`) where both tools are on PATH (`switch="auto"` or `"bmv2"`), each in
+its switch's own namespace (its Thrift server binds every address) with P4Runtime on a Unix
+socket, and otherwise `camus switch serve --fabric UP_PORTS` in the root namespace (camus's
+software switch, which takes the fabric's egress decisions itself). Hosts are Mininet hosts, each in its own network namespace with one interface, so a
 publisher and subscribers are ordinary programs on hosts (`controller.host_io` sends and
 captures frames there).
 
@@ -54,14 +55,6 @@ def bmv2_missing() -> str | None:
     """None if p4c-bm2-ss and simple_switch_grpc are both on PATH, else what is missing."""
     missing = [t for t in BMV2_TOOLS if shutil.which(t) is None]
     return f"{' and '.join(missing)} not on PATH" if missing else None
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def import_mininet():
@@ -138,7 +131,9 @@ class Emulation:
         self.net = net
         nodes = {}
         for i, s in enumerate(self.topo.switches):
-            nodes[s] = net.addSwitch(self.mn_name[s], cls=CamusSwitch, dpid=f"{i + 1:016x}")
+            # bmv2 in a namespace of its own: its Thrift server binds every address.
+            nodes[s] = net.addSwitch(self.mn_name[s], cls=CamusSwitch, dpid=f"{i + 1:016x}",
+                                     inNamespace=self.bmv2)
         for j, h in enumerate(self.topo.hosts):
             n = j + 1
             nodes[h] = net.addHost(self.mn_name[h], ip=f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}/8")
@@ -207,31 +202,29 @@ class Emulation:
         """The fabric program for every switch, compiled once by p4c-bm2-ss."""
         if self.bmv2_config is None:
             from compiler.p4 import write_p4
+            from controller.launch import p4c_compile
             from pipeline import document
 
             d = self.work / "bmv2"
             pipeline = json.loads((self.dir / "switches" / self.topo.switches[0] / "pipeline.json").read_text())
             write_p4(document.from_json(pipeline), None, d, fabric=True)
-            info, program = d / "p4c.p4info.txtpb", d / "program.json"
-            done = subprocess.run(["p4c-bm2-ss", "--arch", "v1model", "--p4runtime-files", str(info),
-                                   "-o", str(program), str(d / "program.p4")], capture_output=True, text=True)
-            if done.returncode != 0:
-                raise EmulationError(f"p4c-bm2-ss refused the fabric program: {done.stderr[-2000:]}")
+            info, program = p4c_compile(d / "program.p4", d, error=EmulationError)
             self.bmv2_config = (info, program)
         return self.bmv2_config
 
     def _serve_bmv2(self, s: str, node) -> None:
+        """bmv2 for switch `s`, in the switch node's namespace (Mininet moves its interfaces
+        there), P4Runtime on a Unix socket the controller reaches from the root namespace."""
         self._compile_bmv2()
-        grpc_port, thrift_port = _free_port(), _free_port()
-        cmd = ["simple_switch_grpc", "--device-id", "1", "--no-p4", "--thrift-port", str(thrift_port)]
+        sock = self.work / f"{s}.sock"
+        cmd = ["simple_switch_grpc", "--device-id", "1", "--no-p4"]
+        node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
         for port in self.topo.ports[s]:
             cmd += ["-i", f"{port}@{node.name}-eth{port}"]
-            subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{node.name}-eth{port}.disable_ipv6=1"],
-                           capture_output=True)
-        cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+        cmd += ["--", "--grpc-server-addr", f"unix:{sock}"]
         log = open(self.work / f"{s}.log", "w")
-        self.procs[s] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        self.p4rt[s] = f"127.0.0.1:{grpc_port}"
+        self.procs[s] = node.popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.p4rt[s] = f"unix:{sock}"
         deadline = time.monotonic() + 60
         while True:
             if self.procs[s].poll() is not None:

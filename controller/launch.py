@@ -18,6 +18,7 @@ serve` in place of bmv2 (`VethSwitchProcess`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
@@ -116,15 +117,16 @@ class SwitchProcess:
             self.proc.stdout.close()
 
 
-def _run(*cmd: str) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True)
+def _run(*cmd: str, stdin: str | None = None) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, input=stdin)
     if done.returncode != 0:
         raise TargetUnavailable(f"{' '.join(cmd)}: {done.stderr.strip() or done.returncode}")
 
 
 class Namespace:
     """A private network namespace with `ports` veth pairs: `<prefix>N` stays in the host
-    namespace (the broker's side of port N), `<prefix>N-in` goes inside (the device's)."""
+    namespace (the broker's side of port N), `<prefix>Ni` goes inside (the device's). The
+    links are made by one `ip -batch` per side, so 64 pairs cost a handful of processes."""
 
     def __init__(self, ports: int) -> None:
         _sweep()
@@ -134,17 +136,19 @@ class Namespace:
         self.name, self.prefix, self.ports = f"camus-{os.getpid()}-{tag}", f"cm{tag}p", ports
         _run("ip", "netns", "add", self.name)
         try:
-            _run("ip", "-n", self.name, "link", "set", "lo", "up")
+            # No IPv6 on either end, set before a link is up: no router solicitations or MLD
+            # reports among the frames. Inside, every link moved in takes the default.
+            _run(*self.exec(), "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                 "net.ipv6.conf.default.disable_ipv6=1")
+            _run("ip", "-batch", "-", stdin="".join(
+                f"link add {self.outer(n)} type veth peer name {self.inner(n)}\n"
+                f"link set {self.inner(n)} netns {self.name}\n" for n in range(ports)))
             for n in range(ports):
-                outer, inner = self.outer(n), self.inner(n)
-                _run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
-                _run("ip", "link", "set", inner, "netns", self.name)
-                # No IPv6 on either end, set before the link is up: no router solicitations
-                # or MLD reports among the frames.
-                _quiet_ipv6(outer)
-                _run(*self.exec(), "sysctl", "-qw", f"net.ipv6.conf.{inner}.disable_ipv6=1")
-                for where in ((), ("-n", self.name)):
-                    _run("ip", *where, "link", "set", inner if where else outer, "mtu", "9000", "up")
+                _quiet_ipv6(self.outer(n))
+            _run("ip", "-batch", "-", stdin="".join(
+                f"link set {self.outer(n)} mtu 9000 up\n" for n in range(ports)))
+            _run("ip", "-n", self.name, "-batch", "-", stdin="link set lo up\n" + "".join(
+                f"link set {self.inner(n)} mtu 9000 up\n" for n in range(ports)))
         except BaseException:
             self.close()
             raise
@@ -159,8 +163,8 @@ class Namespace:
         return ["ip", "netns", "exec", self.name]
 
     def close(self) -> None:
-        for n in range(self.ports):
-            subprocess.run(["ip", "link", "del", self.outer(n)], capture_output=True)
+        subprocess.run(["ip", "-force", "-batch", "-"], capture_output=True, text=True,
+                       input="".join(f"link del {self.outer(n)}\n" for n in range(self.ports)))
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
 
 
@@ -251,8 +255,54 @@ def bmv2_missing() -> str | None:
     return f"{' and '.join(missing)} not on PATH" if missing else None
 
 
+def p4c_cache() -> Path:
+    return Path(os.environ.get("CAMUS_P4C_CACHE") or Path.home() / ".cache" / "camus" / "p4c")
+
+
+def p4c_compile(program: Path, out: Path, error=TargetUnavailable) -> tuple[Path, Path]:
+    """`program` (a P4_16 v1model program) compiled by p4c-bm2-ss: (P4Info, bmv2 JSON) in
+    `out`. p4c takes seconds to minutes on a loaded machine, longer than a broker may take
+    to start, and the broker's program changes only with camus, so the outputs are kept in
+    `p4c_cache()` under a hash of the program and the compiler binary; `error(message)` is
+    raised when p4c refuses the program."""
+    p4c = Path(shutil.which(P4C) or P4C).resolve()
+    stat = p4c.stat()
+    key = hashlib.sha256(program.read_bytes() + f"{p4c}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+    cached = p4c_cache() / key[:32]
+    names = ("p4c.p4info.txtpb", "program.json")
+    out.mkdir(parents=True, exist_ok=True)
+    work = None
+    try:
+        if not all((cached / n).exists() for n in names):
+            work = Path(tempfile.mkdtemp(prefix="camus-p4c-"))
+            try:
+                done = subprocess.run([str(p4c), "--arch", "v1model", "--p4runtime-files",
+                                       str(work / names[0]), "-o", str(work / names[1]), str(program)],
+                                      capture_output=True, text=True, timeout=1200)
+            except subprocess.TimeoutExpired:
+                raise error(f"p4c-bm2-ss did not finish {program.name} in 20 minutes") from None
+            if done.returncode != 0:
+                raise error(f"p4c-bm2-ss refused {program.name}: {done.stderr.strip()[-2000:]}")
+            try:  # into the cache in one rename (a concurrent compile of the same program may win)
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                work.rename(cached)
+            except OSError:
+                if not all((cached / n).exists() for n in names):
+                    cached = work  # no cache here: this compile's outputs
+        for n in names:
+            shutil.copyfile(cached / n, out / n)
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+    return out / names[0], out / names[1]
+
+
 class Bmv2Process(_NamespacedDevice):
     """`simple_switch_grpc` on the Kafka program as p4c compiles it."""
+
+    # More than the 16 of `camus switch serve` (a Python reader per port): every view and
+    # group member is a port, and broker tests hold tens of them at once.
+    ports = 64
 
     def __init__(self) -> None:
         why = bmv2_missing()
@@ -268,13 +318,7 @@ class Bmv2Process(_NamespacedDevice):
 
         out = self.tmp / "p4c"
         write_p4(pipeline, None, out)
-        p4info, program = out / "p4c.p4info.txtpb", out / "program.json"
-        done = subprocess.run([P4C, "--arch", "v1model", "--p4runtime-files", str(p4info),
-                               "-o", str(program), str(out / "program.p4")],
-                              capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            raise TargetUnavailable(f"p4c-bm2-ss: {done.stderr.strip()}")
-        return TargetConfig.from_files(p4info, program)
+        return TargetConfig.from_files(*p4c_compile(out / "program.p4", out))
 
     def command(self) -> list[str]:
         # Device id 1, the controller's default (bmv2's own default is 0); no program until

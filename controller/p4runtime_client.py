@@ -3,7 +3,14 @@
 `P4RuntimeClient` opens the StreamChannel and wins arbitration with its election id, then
 offers the calls a controller needs: set/get the forwarding pipeline config, Write in batches
 (every failed update is reported with its P4Runtime `Error`, decoded from the gRPC status
-details as the spec carries them), and Read. It uses only the standard protobufs and stubs,
+details as the spec carries them), and Read.
+
+Batches. The spec lets a server reorder the updates of one WriteRequest, so only updates
+that do not depend on each other may share one; a Write that has returned is committed, so
+dependent steps (delete stale entries, then set groups, then insert entries that name
+them...) go in successive Writes (`write_steps`). Within a step P4Runtime puts no bound on a
+batch but the gRPC message size: PI (bmv2) accepts 256 MiB, gRPC's default (camus's switch)
+4 MiB, so a request is cut at `batch` updates or `MAX_REQUEST_BYTES`, whichever comes first. It uses only the standard protobufs and stubs,
 so it drives camus's software switch and bmv2's `simple_switch_grpc` alike.
 """
 
@@ -20,7 +27,8 @@ from p4rt.protos import code_pb2, p4runtime_pb2, status_pb2
 from p4rt.stubs import p4runtime_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:9559"
-DEFAULT_BATCH = 500
+DEFAULT_BATCH = 10_000  # updates per WriteRequest at most (bench/bmv2_sync.py measured sizes)
+MAX_REQUEST_BYTES = 3 << 20  # under gRPC's default 4 MiB receive limit, with room to spare
 # gRPC waits up to 1 s, then longer, before reconnecting to a device that went away; a
 # controller that must reprogram a restarted device at once wants it back sooner.
 CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 50),
@@ -74,6 +82,21 @@ def update_errors(exc: grpc.RpcError, updates: list[p4runtime_pb2.Update]) -> li
     code = code_pb2.Code.Value(exc.code().name)
     return [UpdateError(i, u, code, exc.details() or "") for i, u in enumerate(updates)] or \
         [UpdateError(0, None, code, exc.details() or "")]
+
+
+def _chunks(updates: list, batch: int) -> Iterator[list]:
+    """`updates` cut into runs of at most `batch` updates and about `MAX_REQUEST_BYTES`."""
+    chunk: list = []
+    size = 0
+    for u in updates:
+        n = u.ByteSize() + 8  # the update's tag and length in the request
+        if chunk and (len(chunk) >= batch or size + n > MAX_REQUEST_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(u)
+        size += n
+    if chunk:
+        yield chunk
 
 
 class P4RuntimeClient:
@@ -174,25 +197,36 @@ class P4RuntimeClient:
     # ---- write and read ----
 
     def write(self, updates: Iterable[p4runtime_pb2.Update], batch: int = DEFAULT_BATCH) -> int:
-        """Send `updates` in WriteRequests of at most `batch`; return how many were sent.
+        """Send `updates` in order, in WriteRequests of at most `batch` updates (and
+        `MAX_REQUEST_BYTES`), each after the last is answered; return how many were sent.
+        A server may reorder the updates of one request: updates that depend on each other
+        belong in successive steps of `write_steps`.
 
         Every batch is sent even if an earlier one failed; WriteError then lists every failed
         update, its index counted over all of `updates`.
         """
-        updates = list(updates)
+        return self.write_steps([list(updates)], batch)
+
+    def write_steps(self, steps: Iterable[Iterable[p4runtime_pb2.Update]],
+                    batch: int = DEFAULT_BATCH) -> int:
+        """Send each step's updates (independent of each other) in as few WriteRequests as
+        `batch` and `MAX_REQUEST_BYTES` allow, a step only once the one before is answered;
+        return how many were sent. Errors as `write`, indices counted over all steps."""
         errors: list[UpdateError] = []
-        for start in range(0, len(updates), batch):
-            chunk = updates[start:start + batch]
-            req = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self._election(),
-                                             updates=chunk)
-            try:
-                self.stub.Write(req, timeout=self.timeout)
-            except grpc.RpcError as exc:
-                for e in update_errors(exc, chunk):
-                    errors.append(UpdateError(start + e.index, e.update, e.code, e.message))
+        start = 0
+        for step in steps:
+            for chunk in _chunks(list(step), batch):
+                req = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self._election(),
+                                                 updates=chunk)
+                try:
+                    self.stub.Write(req, timeout=self.timeout)
+                except grpc.RpcError as exc:
+                    for e in update_errors(exc, chunk):
+                        errors.append(UpdateError(start + e.index, e.update, e.code, e.message))
+                start += len(chunk)
         if errors:
             raise WriteError(errors)
-        return len(updates)
+        return start
 
     def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> Iterator[p4runtime_pb2.Entity]:
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=list(entities))

@@ -6,8 +6,9 @@
 2. It reads what the target holds (table entries of every table, multicast groups), decoded by
    name through the P4Info the target reports, and diffs that against `entries` with
    `controller.diff` (the same difference the broker applies to its embedded switch).
-3. It writes the difference in diff's order (never a dangling group reference, never a
-   transient range overlap), groups as INSERT or MODIFY depending on what the target has.
+3. It writes the difference in diff's order, one Write per step (never a dangling group
+   reference, never a transient range overlap), groups as INSERT or MODIFY depending on
+   what the target has.
 
 The cookie is a hash of the P4Info and device config, so an unchanged pipeline is never
 re-pushed (that would wipe every entry). Desired entries are round-tripped through the
@@ -26,7 +27,7 @@ import grpc
 from google.protobuf import text_format
 
 from controller.diff import diff
-from controller.p4runtime_client import P4RuntimeClient, WriteError
+from controller.p4runtime_client import DEFAULT_BATCH, P4RuntimeClient, WriteError
 from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
 from p4rt.entry_key import entry_key
 from p4rt.index import P4InfoIndex
@@ -145,7 +146,8 @@ def read_state(client: P4RuntimeClient, index: P4InfoIndex) -> tuple[dict, dict 
     return entries, groups
 
 
-def push(client: P4RuntimeClient, config: TargetConfig, entries: dict, batch: int = 500) -> PushReport:
+def push(client: P4RuntimeClient, config: TargetConfig, entries: dict,
+         batch: int = DEFAULT_BATCH) -> PushReport:
     """Make the target hold exactly `entries`; WriteError lists the updates that failed."""
     report = PushReport(pipeline_set=ensure_pipeline(client, config))
     index = P4InfoIndex(client.get_pipeline("P4INFO_AND_COOKIE").p4info)
@@ -168,15 +170,16 @@ def push(client: P4RuntimeClient, config: TargetConfig, entries: dict, batch: in
 
     group_new = [g for g in sorted(changes.set_groups) if g not in have_groups]
     group_changed = [g for g in sorted(changes.set_groups) if g in have_groups]
-    # The order of controller.diff's steps: no dangling group reference, no transient overlap.
-    updates = [_update(Update.DELETE, table_entry=te(e)) for e in changes.delete]
-    updates += [_update(Update.INSERT, packet_replication_engine_entry=pre(g)) for g in group_new]
-    updates += [_update(Update.MODIFY, packet_replication_engine_entry=pre(g)) for g in group_changed]
-    updates += [_update(Update.INSERT, table_entry=te(e)) for e in changes.insert]
-    updates += [_update(Update.MODIFY, table_entry=te(e)) for e in changes.modify]
-    updates += [_update(Update.DELETE, packet_replication_engine_entry=pre(g)) for g in changes.delete_groups]
+    # controller.diff's steps, each a Write of its own (a server may reorder within one): no
+    # dangling group reference, no transient overlap.
+    steps = [[_update(Update.DELETE, table_entry=te(e)) for e in changes.delete],
+             [_update(Update.INSERT, packet_replication_engine_entry=pre(g)) for g in group_new]
+             + [_update(Update.MODIFY, packet_replication_engine_entry=pre(g)) for g in group_changed],
+             [_update(Update.INSERT, table_entry=te(e)) for e in changes.insert],
+             [_update(Update.MODIFY, table_entry=te(e)) for e in changes.modify],
+             [_update(Update.DELETE, packet_replication_engine_entry=pre(g)) for g in changes.delete_groups]]
     try:
-        client.write(updates, batch)
+        client.write_steps(steps, batch)
     except WriteError as exc:
         errors = exc.errors
         if unknown_groups:

@@ -52,9 +52,9 @@ import grpc
 
 from controller.diff import Changes, patch
 from controller.embedded import REBUILD_AT, EmbeddedTarget
-from controller.p4runtime_client import ArbitrationError, P4RuntimeClient, WriteError
+from controller.p4runtime_client import DEFAULT_BATCH, ArbitrationError, P4RuntimeClient, WriteError
 from controller.push import TargetConfig, push, read_state
-from controller.target import Emitted, Target, TargetError, TargetUnavailable
+from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError, TargetUnavailable
 from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
 from p4rt.entry_key import entry_key
 from p4rt.index import P4InfoIndex
@@ -182,8 +182,10 @@ class RemoteTarget(Target):
     def __init__(self, address: str, io, *, device_id: int = 1, election_id: int = 10,
                  config: Callable[[dict], TargetConfig] = software_switch_config,
                  loss_timeout: float = 0.5, check_interval: float = 0.05,
-                 audit_interval: float = 1.0, on_down: Callable[[], None] | None = None) -> None:
+                 audit_interval: float = 1.0, on_down: Callable[[], None] | None = None,
+                 batch: int = DEFAULT_BATCH) -> None:
         super().__init__()
+        self.batch = batch  # updates per WriteRequest at most (`P4RuntimeClient.write_steps`)
         self.address, self.io = address, io
         self.device_id, self.election_id = device_id, election_id
         self._config_of = config
@@ -232,7 +234,7 @@ class RemoteTarget(Target):
                 self.client.close()
                 self.client = None
             self.client = self._connect()
-        report = push(self.client, self.config, self.desired)
+        report = push(self.client, self.config, self.desired, self.batch)
         self._stale = False
         if report.pipeline_set:
             self.stats.restores += 1
@@ -274,7 +276,7 @@ class RemoteTarget(Target):
                 return  # the device is away: the watchdog writes everything when it is back
             had = {g["id"] for g in old.get("multicast_groups", ())}
             try:
-                self.client.write(self._updates(changes, had))
+                self.client.write_steps(self._updates(changes, had), self.batch)
             except WriteError as exc:
                 self._stale = True
                 raise TargetError(f"{self.address}: {exc}") from exc
@@ -292,10 +294,16 @@ class RemoteTarget(Target):
         if len(changes) < REBUILD_AT:
             return super().stage(pipeline, entries, changes)
         swap_shadow = self.shadow.stage(pipeline, entries, changes)  # TargetError if refused
-        self._write(entries, changes)
+        # `entries` may be a call that makes the document (an incremental compile's): the
+        # desired state is the old one patched, as `apply` makes it.
+        with self._control:
+            desired = patch(self.desired, changes)
+        self._write(desired, changes)
         return swap_shadow
 
-    def _updates(self, changes: Changes, had_groups: set[int]) -> list:
+    def _updates(self, changes: Changes, had_groups: set[int]) -> list[list]:
+        """The writes of `changes`, one step per list in `Changes.steps()` order (a step's
+        updates do not depend on each other, so each step may go in one WriteRequest)."""
         def group(gid: int, replicas) -> p4runtime_pb2.Entity:
             doc = {"id": gid, "replicas": [{"port": p, "rid": r} for p, r in replicas]}
             return p4runtime_pb2.Entity(packet_replication_engine_entry=multicast_entry(doc))
@@ -303,18 +311,23 @@ class RemoteTarget(Target):
         def entry(e: dict) -> p4runtime_pb2.Entity:
             return p4runtime_pb2.Entity(table_entry=table_entry(self.index, e))
 
-        out = []
+        steps: list[list] = []
+        last = None
         for op, item in changes.steps():
             if op == "set_group":
                 gid, replicas = item
                 kind = Update.MODIFY if gid in had_groups else Update.INSERT
-                out.append(Update(type=kind, entity=group(gid, replicas)))
+                update = Update(type=kind, entity=group(gid, replicas))
             elif op == "delete_group":
-                out.append(Update(type=Update.DELETE, entity=group(item, ())))
+                update = Update(type=Update.DELETE, entity=group(item, ()))
             else:
                 kind = {"delete": Update.DELETE, "insert": Update.INSERT, "modify": Update.MODIFY}[op]
-                out.append(Update(type=kind, entity=entry(item)))
-        return out
+                update = Update(type=kind, entity=entry(item))
+            if op != last:
+                steps.append([])
+                last = op
+            steps[-1].append(update)
+        return steps
 
     def entries(self) -> list[dict]:
         """What the device holds, read back over P4Runtime."""
@@ -423,8 +436,11 @@ class RemoteTarget(Target):
         return True
 
     def send(self, ingress_port: int, buf: bytes, lengths: bytes, token: Any) -> None:
-        if ingress_port != 0:
-            raise ValueError("a remote target takes frames on its ingress binding, port 0")
+        # Every frame enters the device on its ingress binding (port 0): LOCAL_INGRESS (a new
+        # view's replay) only matters to a fabric, and the Kafka program does not read the
+        # ingress port, so the shadow, given the port as sent, predicts the same copies.
+        if ingress_port not in (INGRESS_PORT, LOCAL_INGRESS):
+            raise ValueError(f"a remote target takes frames on port {INGRESS_PORT} or {LOCAL_INGRESS}")
         self.shadow.send(ingress_port, buf, lengths, token)
         emitted, self._prediction = self._prediction, None
         owed: Counter = Counter()
