@@ -84,6 +84,10 @@ def _program(pipeline: Pipeline, fabric: bool = False) -> _Program:
         at = next(i for i, t in enumerate(tables) if t.name.startswith(f"{EGRESS}."))
         tables[at:at] = _fabric_tables()
         actions.update({f"{INGRESS}.{action}": list(params) for _, _, action, params in FABRIC_TABLES})
+    # p4c leaves an action no table lists out of its P4Info (and warns that it is unused):
+    # set_state, in a pipeline without stages (every rule true or false: the leaf decides).
+    used = {a for t in tables for a in t.actions}
+    actions = {name: params for name, params in actions.items() if name in used}
     actions["NoAction"] = []
     taken: set[int] = set()
     return _Program(tables, actions, p4c_id_map(PREFIX.TABLE, [t.name for t in tables], taken),

@@ -36,13 +36,18 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> 
                          ("fwd", "drop")))
     if fabric:
         tables += [table(name, keys, acts) for name, keys, acts in fabric_egress.table_keys()]
+    # set_state is declared only where a stage table lists it: p4c warns about an unused
+    # action (a pipeline without stages: every rule true or false, the leaf decides).
+    staged = any(lane.stages for a in apps for lane in a.lanes)
     actions = """\
     action drop() {
         mark_to_drop(standard_metadata);
     }
+""" + ("""\
     action set_state(bit<STATE_WIDTH> state) {
         meta.state = state;
     }
+""" if staged else "") + """\
     action fwd(bit<9> port) {
         standard_metadata.egress_spec = port;
         meta.decided = 1;
