@@ -38,11 +38,15 @@ from .test_confluent_kafka import consume, create  # noqa: E402
 SCHEMA = {"camus.schema": "n:u32=$.n"}
 
 
-def produce(bootstrap: str, topic: str, numbers, partitions: int = 2) -> None:
+def produce(bootstrap: str, topic: str, numbers, partitions: int = 2, burst: int | None = None) -> None:
+    """One record per n, partition n % partitions; with `burst`, flushed every `burst`
+    records (so that no produce sends the device more frames at once)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
-    for n in numbers:
+    for i, n in enumerate(numbers, 1):
         p.produce(topic, json.dumps({"n": n, "pad": "x" * (n % 5) * 300}).encode(),
                   partition=n % partitions)
+        if burst and i % burst == 0:
+            assert p.flush(10) == 0
     assert p.flush(10) == 0
 
 
@@ -243,7 +247,9 @@ def test_lost_and_reordered_packets_are_repaired_from_the_source(device, monkeyp
         create(b.bootstrap, NewTopic(src, 3, 1, config=SCHEMA))
         create(b.bootstrap, NewTopic(low, config={"camus.source": src, "camus.filter": "n < 50"}),
                NewTopic(odd, config={"camus.source": src, "camus.filter": "n >= 0"}))
-        produce(b.bootstrap, src, range(120), partitions=3)
+        # bmv2 reads its ports through libpcap rings that hold about 32 frames: a larger
+        # burst loses the rest at its input (repaired too), which is not the faults' doing.
+        produce(b.bootstrap, src, range(120), partitions=3, burst=6 if device == "bmv2" else None)
         source = {(m.partition(), m.offset()): json.loads(m.value())["n"]
                   for m in consume(b.bootstrap, src, 120)}
         for view, keep in ((low, lambda n: n < 50), (odd, lambda n: True)):
