@@ -33,7 +33,7 @@ from pathlib import Path
 # This checkout's packages first (running a script puts bench/ first on sys.path).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.target import open_target  # noqa: E402
+from controller.targets import open_target  # noqa: E402
 from shim.approximation import format_alpha  # noqa: E402
 from shim.datapath import DataPath  # noqa: E402
 from shim.protocol.records import Record  # noqa: E402

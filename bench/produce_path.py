@@ -26,7 +26,7 @@ from types import SimpleNamespace
 # script puts bench/, not the checkout, first on sys.path).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shim import native_kafka  # noqa: E402
+from shim.protocol import native as fast_paths  # noqa: E402
 from shim.broker import Broker, Config  # noqa: E402
 from shim.handlers.produce import handle_produce  # noqa: E402
 from shim.protocol.records import Record, encode_batch  # noqa: E402
@@ -77,8 +77,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     raw = make_batch(args.records)
-    print(f"shim from {Path(native_kafka.__file__).parents[1]}, "
-          f"Kafka fast paths: {'native' if native_kafka.native else 'Python'}")
+    print(f"shim from {Path(fast_paths.__file__).parents[2]}, "
+          f"Kafka fast paths: {'native' if fast_paths.native else 'Python'}")
     for topic in ("plain", "viewed"):
         rate = run(topic, raw, args.records, args.rounds)
         print(f"{topic:7s} {rate:12,.0f} records/s  {1e6 / rate:6.2f} us/record")

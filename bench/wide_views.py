@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's packages, as bench/compile_itch.py says
 
 from compiler.errors import RuleError  # noqa: E402
-from controller.target import open_target  # noqa: E402
+from controller.targets import open_target  # noqa: E402
 from shim.datapath import DataPath  # noqa: E402
 from shim.schema import parse_schema  # noqa: E402
 from shim.subscriptions import check_compilable, kafka_spec, view_filter  # noqa: E402

@@ -1,4 +1,5 @@
-"""The rule AST: filters over query fields, and rules pairing a filter with ports.
+"""The rule AST: filters over query fields and state, and rules pairing a filter with ports
+(and, for stateful rules, the state their actions update; docs/stateful.md).
 
 Atoms compare by meaning only (field, operator, value); their source position rides along
 for error messages and is ignored by equality and hashing. Nodes keep their fields in slots:
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from compiler.spec import QueryField
+from compiler.spec import QueryField, StateVar
 
 OPS = ("==", "!=", "<", "<=", ">", ">=")
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
@@ -40,6 +41,21 @@ class Atom:
 
 
 @dataclass(frozen=True, slots=True)
+class StateAtom:
+    """`state op value`: a counter's count, an average or a meter's rate (per second)
+    compared with an integer; what the value is, exactly, is docs/stateful.md's."""
+
+    state: StateVar
+    op: str
+    value: int
+    line: int | None = field(default=None, compare=False)
+    column: int | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.state.read_as} {self.op} {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
 class And:
     items: tuple["Filter", ...]
 
@@ -59,7 +75,7 @@ class Const:
     value: bool
 
 
-Filter = Union[Atom, And, Or, Not, Const]
+Filter = Union[Atom, StateAtom, And, Or, Not, Const]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +84,32 @@ class Rule:
     ports: frozenset[int]
     line: int = 0
     text: str = ""
+    updates: frozenset[StateVar] = frozenset()  # the state its update actions name
+
+
+def state_atoms(f: Filter) -> list[StateAtom]:
+    """Every state predicate of `f`, wherever it sits."""
+    return _leaves(f, StateAtom)
+
+
+def rule_state(rule: Rule) -> list[StateVar]:
+    """The state `rule` has instances of, each once: what its filter reads, then what only
+    its update actions name."""
+    seen = dict.fromkeys(a.state for a in state_atoms(rule.filter))
+    seen.update(dict.fromkeys(sorted(rule.updates, key=lambda v: v.name)))
+    return list(seen)
 
 
 def atoms(f: Filter) -> list[Atom]:
     """Every atom of `f`, wherever it sits."""
+    return _leaves(f, Atom)
+
+
+def _leaves(f: Filter, kind: type) -> list:
     out, todo = [], [f]
     while todo:
         f = todo.pop()
-        if isinstance(f, Atom):
+        if isinstance(f, kind):
             out.append(f)
         elif isinstance(f, (And, Or)):
             todo.extend(f.items)

@@ -22,9 +22,10 @@ def register(sub) -> None:
     p.add_argument("--p4", action="store_true",
                    help="also write program.p4, p4info.txtpb and entries.txtpb (docs/p4.md)")
     p.add_argument("--max-entries", type=int, default=None, metavar="N",
-                   help="refuse, within seconds and before building anything, a rule set whose "
-                        "estimated size is over N entries, saying why and what would fit "
-                        "(default 1,000,000; 0: no limit)")
+                   help="refuse a rule set that compiles to more than N entries, saying why and "
+                        "what would fit: one whose estimate (an upper bound) is over N is built "
+                        "on trial and refused once N entries are counted, or after 10 s of "
+                        "CPU in the build (default 1,000,000; 0: no limit)")
     p.add_argument("--alpha", metavar="N|FIELD=N,...",
                    help="round numeric range constants to multiples of N (or per field: "
                         "price=100,shares=10): a superset of the rules, fewer entries")
@@ -60,6 +61,7 @@ def cmd_compile(args) -> int:
     from compiler.dot import render
     from compiler.rules import parse_rules
     from compiler.spec import parse_spec
+    from compiler.state import refuse_state
 
     try:
         spec = parse_spec(_read_text(Path(args.spec)), name=Path(args.spec).stem, source=args.spec)
@@ -68,7 +70,9 @@ def cmd_compile(args) -> int:
         else:
             text, source = _read_text(Path(args.rules)), args.rules
         with no_cyclic_gc():
-            rules = alpha_option.apply(parse_rules(text, spec, source=source), args.alpha, spec)
+            rules = parse_rules(text, spec, source=source)
+            refuse_state(spec, rules, source)  # before --alpha, which knows no state either
+            rules = alpha_option.apply(rules, args.alpha, spec)
         order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
         from compiler.estimate import DEFAULT_MAX_ENTRIES
 
@@ -130,6 +134,7 @@ def read_changes(path: Path, spec) -> list[tuple[int, int, list]]:
     """(line, +1 or -1, rules) per change line of a --changes file; errors name the line and
     column in that file, and nothing is applied if any line is wrong."""
     from compiler.rules import parse_rules
+    from compiler.state import refuse_state
 
     text = _read_text(path)
     lines = text.split("\n")
@@ -147,6 +152,7 @@ def read_changes(path: Path, spec) -> list[tuple[int, int, list]]:
         i = len(line) - len(body)
         blanked.append(line[:i] + " " + line[i + 1:])  # the rule keeps its columns
     rules = parse_rules("\n".join(blanked), spec, source=str(path))
+    refuse_state(spec, rules, str(path))
     by_line: dict[int, list] = {}
     for r in rules:
         by_line.setdefault(r.line, []).append(r)
@@ -157,8 +163,9 @@ def apply_changes(spec, rules, changes, order, static, source: str | None = None
                   max_entries: int | None = None):
     """Compile `rules`, apply `changes` in turn printing each one's time and writes, and
     return the final result in `compile_rules`' form (without a diagram). A removal of a
-    rule that is not there, or a first or final rule set whose estimated size is over
-    `max_entries`, is refused before anything is compiled."""
+    rule that is not there, or a first or final rule set that compiles to more than
+    `max_entries` entries (`compiler.compile.check_size`), is refused before any change is
+    applied."""
     import time
 
     from compiler.compile import Compiled, check_size
@@ -211,8 +218,8 @@ def apply_changes(spec, rules, changes, order, static, source: str | None = None
 
 
 def _within(inc, max_entries: int | None, what: str) -> None:
-    """Refuse (before anything is written) when `inc` holds more entries than the budget: the
-    estimate alone refuses only large rule sets (`compiler.compile.TRUST_ESTIMATE_AT`)."""
+    """Refuse (before anything is written) when `inc` holds more entries than the budget (the
+    same rule sets `check_size` refuses: a last check on the incremental compiler's count)."""
     if max_entries:
         total = inc.stats()["entries"]["total"]
         if total > max_entries:

@@ -17,6 +17,7 @@ from compiler import formula
 from compiler.formula import Wide, conjunctions as normal_form, sizing
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
+from compiler.state import refuse_state
 from pipeline import document, entries as entries_json, interpreter
 from pipeline.model import MAX_PORTS_WIDTH, Application, Lane, Pipeline, Stage
 
@@ -67,24 +68,29 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
                   progress: Callable[[int, int], None] | None = None,
                   static: bool = False, max_entries: int | None = None,
                   on_estimate: Callable[[estimate.Estimate], None] | None = None,
-                  lanes: str | int = 1) -> Compiled:
+                  lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     """Tables for `rules`. With `static`, the pipeline (stages, match kinds) depends on the
     spec alone: every query field gets a stage with its declared match kind, so any rule set
     compiles to entries for one and the same pipeline.
 
     With `max_entries` (or `on_estimate`), the size is estimated first (`compiler.estimate`,
     linear in the rules, an upper bound); when the estimate is over `max_entries`, the build
-    raises TooLarge as soon as it has split more states than that (or the entries come out
-    over it), with a message saying which fields and rules drive the size and what would
-    bring it under. `on_estimate` is
-    given the estimate (a progress bar takes its states as its total).
+    runs on trial (`Trial`): TooLarge as soon as the entries counted for sure pass
+    `max_entries`, or after `trial_seconds` of CPU (None: TRIAL_SECONDS). Whatever the
+    estimate, TooLarge if the entries come out over it. The message says which fields and
+    rules drive the size and what would bring it under. `on_estimate` is given the estimate
+    (a progress bar takes its states as its total).
 
     `lanes`: 1 compiles one diagram; N (> 1) at most N lanes, diagrams on groups of rules
     whose decisions are unioned (`compiler.lanes`); "auto" lanes only when the estimate says
-    they are much smaller than one diagram. A static pipeline has one lane."""
+    they are much smaller than one diagram. A static pipeline has one lane.
+
+    A rule that reads or updates state is refused (StateError): state is not yet compiled
+    to tables (docs/stateful.md)."""
+    refuse_state(spec, rules)
     with no_cyclic_gc(), deep_recursion():
         return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate,
-                              lanes)
+                              lanes, trial_seconds)
 
 
 @contextlib.contextmanager
@@ -117,7 +123,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    progress: Callable[[int, int], None] | None, static: bool,
                    max_entries: int | None = None,
                    on_estimate: Callable[[estimate.Estimate], None] | None = None,
-                   lanes: str | int = 1) -> Compiled:
+                   lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     started = time.perf_counter()
     if fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries, on_estimate):
         # 1M hICN rules: entries straight from the values, the diagram built only if read
@@ -136,58 +142,60 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
         chosen = _choose_lanes(spec, items, fields, field_order, lanes)
         if chosen is not None:
             return _compile_lanes(spec, rules, items, chosen, field_order, progress, max_entries,
-                                  on_estimate, started)
+                                  on_estimate, started, trial_seconds)
     predicted = None
+    trial = None
     if max_entries or on_estimate:
         predicted = _estimate([c for c, _ in items], fields)
         if on_estimate:
             on_estimate(predicted)
-        if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
-            raise _too_large(items, rules, fields, max_entries, predicted)
         if max_entries and predicted.entries > max_entries:
-            # The estimate is an upper bound, and a loose one where many fields are tested
-            # independently (random 10-field Kafka rule sets estimated at 10^7-10^11 entries
-            # compile to a few hundred): build, but stop as soon as the diagram has split more
-            # states than the budget has entries (every split state writes at least one).
-            progress = _within_budget(
-                progress, max_entries, len(items),
-                lambda: _too_large(items, rules, fields, max_entries, predicted))
+            # The estimate is an upper bound, and a loose one wherever the diagram merges what
+            # it multiplies (20,000 random ITCH rules estimated at 1.5M entries compile to
+            # 8,007; random 10-field Kafka rule sets at 10^7-10^11 to a few hundred): build on
+            # trial, refused only when the entries counted pass the budget or the trial's
+            # CPU bound is hit.
+            trial = Trial(max_entries, trial_seconds, lambda counted, stopped: _too_large(
+                items, rules, fields, max_entries, predicted, counted, stopped))
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
     stages = lowering.stages_for(spec, fields, kinds)
-    d = diagram.build(items, fields, progress)
+    d = diagram.build(items, fields, progress, trial)
     c = _emit(spec, rules, len(items), d, stages, predicted, static, started)
-    if max_entries and c.stats["entries"]["total"] > max_entries:
-        raise _too_large(items, rules, fields, max_entries, predicted)
+    total = c.stats["entries"]["total"]
+    if max_entries and total > max_entries:
+        raise _too_large(items, rules, fields, max_entries, predicted, total)
     return c
 
 
-# How far a build the estimate put over budget may go: states split times conjunctions (what
-# a split costs, at most), about 10 s of building here. Far enough for the small rule sets the
-# estimate overrates to finish; short enough that a real blow-up (100K three-field ITCH rules)
-# is refused in seconds.
-TRIAL_WORK = 20_000_000
-# And at most this much CPU time: a split also costs in the intervals it cuts and the states
-# it makes, which the bound above does not see (100 Siena subscriptions on 8 attributes split
-# slowly, with every attribute's intervals in each state's successors, and ran past 100 s).
-# Only a rule set whose estimate is already over the budget runs under it.
+# How long a build the estimate put over the budget may run: a rule set that really is far
+# over it (100K three-field ITCH rules: 40M entries; 100 Siena subscriptions on 8 attributes,
+# whose every split is slow) is refused after this much CPU time in the build, which also
+# bounds the memory it takes. Only such a build runs under it.
 TRIAL_SECONDS = 10.0
-# From this many conjunctions on, an estimate over budget refuses before building: the trial
-# would stop within its first few hundred states anyway, after a costly first split, and
-# with this many conjunctions the intervals the estimate multiplies are mostly realised.
-TRUST_ESTIMATE_AT = 10_000
 
 
-def _within_budget(progress, budget: int, conjunctions: int, refusal):
-    """`progress`, raising `refusal()` once more than `budget` states have split, the split
-    states times `conjunctions` pass TRIAL_WORK, or the build has taken TRIAL_SECONDS of CPU."""
-    until = time.process_time() + TRIAL_SECONDS
+class Trial:
+    """The watch on a build (or the lanes' builds) that the estimate put over `budget`: raises
+    `refusal(counted, stopped)` once the entries the finished diagram holds at least
+    (`diagram.build`'s lower bound, plus `done` for lanes already built) pass the budget
+    (`stopped` None), or after `seconds` (None: TRIAL_SECONDS) of this thread's CPU time
+    (`stopped` = those seconds), whichever comes first. It never refuses on the estimate: a
+    rule set whose diagram fits is built to the end and counted."""
 
-    def guarded(stage: int, split: int) -> None:
-        if split > budget or split * conjunctions > TRIAL_WORK or time.process_time() > until:
-            raise refusal()
-        if progress is not None:
-            progress(stage, split)
-    return guarded
+    def __init__(self, budget: int, seconds: float | None,
+                 refusal: Callable[[int, float | None], Exception]) -> None:
+        seconds = seconds or TRIAL_SECONDS
+        self.budget, self.seconds, self.refusal = budget, seconds, refusal
+        self.until = time.thread_time() + seconds
+        self.done = 0
+        self.floor = 0
+
+    def __call__(self, floor: int) -> None:
+        self.floor = floor
+        if self.done + floor > self.budget:
+            raise self.refusal(self.done + floor, None)
+        if time.thread_time() > self.until:
+            raise self.refusal(self.done + floor, self.seconds)
 
 
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
@@ -232,26 +240,33 @@ def _choose_lanes(spec: Spec, items, fields, field_order, lanes: str | int):
 
 
 def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order,
-                   progress, max_entries: int | None, on_estimate, started: float) -> Compiled:
+                   progress, max_entries: int | None, on_estimate, started: float,
+                   trial_seconds: float | None) -> Compiled:
     """One diagram per lane, each with its own stages and leaf, one application and group."""
     kinds = match_kinds(spec, rules)
     total = sum(lane.entries for lane in chosen)
     predicted = None
+    trial = None
     if max_entries or on_estimate:
         predicted = estimate.Estimate([], total, 0)
         if on_estimate:
             on_estimate(predicted)
-        if max_entries and total > max_entries and len(items) >= TRUST_ESTIMATE_AT:
-            raise TooLarge(f"the rules would compile to about {total:,} entries in "
-                           f"{len(chosen)} lanes, more than the budget of {max_entries:,} "
-                           f"entries (--max-entries); raise it, or pass --max-entries 0 "
-                           f"to compile regardless")
+        if max_entries and total > max_entries:  # an upper bound: built on trial
+            def refusal(counted: int, stopped: float | None) -> TooLarge:
+                return TooLarge(
+                    f"the rules would compile to about {total:,} entries in {len(chosen)} "
+                    f"lanes by the estimate, more than the budget of {max_entries:,} entries "
+                    f"(--max-entries); " + _trial_outcome(counted, stopped)
+                    + "; raise it, or pass --max-entries 0 to compile regardless")
+            trial = Trial(max_entries, trial_seconds, refusal)
     built = []
     for k, lane in enumerate(chosen):
         conj = [c for c, _ in lane.items]
         fields = order.choose(spec, conj, field_order)
         stages = lowering.stages_for(spec, fields, kinds, lane=k)
-        built.append((diagram.build(lane.items, fields, progress), stages))
+        built.append((diagram.build(lane.items, fields, progress, trial), stages))
+        if trial is not None:
+            trial.done, trial.floor = trial.done + trial.floor, 0
     reachable = [d.reachable() for d, _ in built]
     state_width = tables.state_bits(max(len(r) for r in reachable))
     extra = tuple(Lane(tuple(stages), lowering.leaf_table(spec, k))
@@ -309,16 +324,17 @@ def _stats(rules, conjunctions: int, stages, per_table: dict[str, int], states: 
 
 def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,
                static: bool, max_entries: int) -> estimate.Estimate:
-    """The estimate `compile_rules` makes before compiling `rules`, for compiles that do not
-    go through compile_rules (`--changes`); TooLarge if it is over `max_entries` for a rule
-    set of TRUST_ESTIMATE_AT conjunctions or more (smaller ones: see `_compile_rules`)."""
+    """TooLarge if `rules` compile to more than `max_entries` entries, for compiles that do not
+    go through compile_rules (`--changes`), found as compile_rules finds it: the estimate
+    when it fits, else a trial build (`Trial`); returns the estimate."""
     with deep_recursion():
         items = [(conj, r.ports) for r in rules for conj in normal_form(r.filter, r.line)]
         fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
         predicted = _estimate([c for c, _ in items], fields)
-        if max_entries and predicted.entries > max_entries and len(items) >= TRUST_ESTIMATE_AT:
-            raise _too_large(items, rules, fields, max_entries, predicted)
-        return predicted
+    if max_entries and predicted.entries > max_entries:
+        with no_cyclic_gc():
+            compile_rules(spec, rules, field_order, static=static, max_entries=max_entries)
+    return predicted
 
 
 def _estimate(conjs: list, fields) -> estimate.Estimate:
@@ -339,7 +355,27 @@ def _estimate(conjs: list, fields) -> estimate.Estimate:
 
 
 def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
-               predicted: estimate.Estimate) -> TooLarge:
+               predicted: estimate.Estimate, counted: int | None = None,
+               stopped: float | None | bool = False) -> TooLarge:
+    """The refusal of `items` over `max_entries`, explained (`estimate.explain`). `counted`:
+    the entries the build counted; all of them when `stopped` is False, else those a `Trial`
+    had counted for sure when it stopped the build (`stopped`: the CPU seconds it stopped
+    at, or None when the count passed the budget)."""
+    names = " -> ".join(q.qname for q in fields)
+    if counted is None:
+        lead = None
+    elif stopped is False:
+        lead = (f"the rules compile to {counted:,} entries with the field order {names}, "
+                f"more than the budget of {max_entries:,} entries (--max-entries).")
+    elif stopped:
+        lead = (f"the rules would compile to about {predicted.entries:,} entries by the "
+                f"estimate with the field order {names}, more than the budget of "
+                f"{max_entries:,} entries (--max-entries); {_trial_outcome(counted, stopped)}.")
+    else:
+        lead = (f"the rules compile to more than the budget of {max_entries:,} entries "
+                f"(--max-entries) with the field order {names}: "
+                f"{_trial_outcome(counted, None)} (the estimate: about "
+                f"{predicted.entries:,}).")
     conjs, lines = [], []  # a wide filter's atoms each count as one (who uses a field)
     for r in rules:
         for c in sizing(normal_form(r.filter, r.line)):
@@ -349,7 +385,7 @@ def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
     others = sorted((_estimate(items_conjs, e.order) for e in estimate.alternatives(
         [c for c in items_conjs if type(c) is not Wide], fields)), key=lambda e: e.entries)
     text = estimate.explain(predicted, max_entries, conjs, lines, others,
-                            _alpha_that_fits(rules, fields, max_entries))
+                            _alpha_that_fits(rules, fields, max_entries), lead)
     if not any(type(c) is Wide for c in items_conjs):  # lanes do not take wide filters
         split = lanes_mod.partition(items, lambda c: _order_like(fields, c),
                                     lanes_mod.AUTO_MAX_LANES)
@@ -360,6 +396,18 @@ def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                      f"{len(split)} lanes" + (", within the budget." if total <= max_entries
                                              else "."))
     return TooLarge(text)
+
+
+def _trial_outcome(counted: int, stopped: float | None) -> str:
+    """What a `Trial` found when it stopped a build: at its CPU bound (`stopped` seconds), or
+    (None) as soon as the entries counted for sure (`counted`) passed the budget."""
+    if stopped:
+        return (f"building them was stopped after {stopped:g} s of CPU time, "
+                + (f"with {counted:,} entries counted for sure by then" if counted else
+                   "before any entry was counted for sure")
+                + " (the estimate is an upper bound, often far above the real count; "
+                "--max-entries 0 builds to the end)")
+    return f"building them was stopped once {counted:,} entries were counted for sure"
 
 
 def _order_like(fields, conjunctions) -> list:

@@ -161,6 +161,12 @@ class _Builder:
         self.formula_of: dict[int, int] = {}  # residual id -> formula node
         self.formula_splits: dict[int, list[tuple[int, int, int]]] = {}
         self.wide_lines: list[int | None] = []  # the wide filters' rule lines
+        # A build on trial (`build(watch=...)`): `watch(floor)` is called every 64 states
+        # asked for, with `floor` the entries the finished diagram holds at least (see
+        # `split`); it may raise to stop the build.
+        self.watch = None
+        self.asked = 0
+        self.floor = 0
 
     def wide_residuals(self, f: Wide) -> list[int]:
         """The residuals of a wide filter: one per disjunct (none if it never holds)."""
@@ -234,6 +240,10 @@ class _Builder:
     def state(self, g: frozenset, groups: dict[int, Iterable[int]]) -> int:
         """The canonical state of G `g` and {residual: ports}. The port collections may be
         any iterables of ports (the sweep passes its live counters): they are only read."""
+        if self.watch is not None:
+            self.asked += 1
+            if not self.asked & 63:
+                self.watch(self.floor)
         content = self.canonical(g, groups)
         g, items = content
         s = self.state_of.get(content)
@@ -331,7 +341,10 @@ class _Builder:
         base: dict[int, frozenset] = {}
         starts: dict[int, list] = defaultdict(list)  # cut -> (next residual, ports) starting
         ends: dict[int, list] = defaultdict(list)  # cut -> the same, ending just before it
+        last = True  # every residual tests one field and nothing after it
         for rid, ports in items:
+            if res_next[rid]:
+                last = False
             if res_head[rid] == k:
                 nxt = res_next[rid]
                 if nxt < 0:  # a wide filter's formula: a successor residual per interval
@@ -397,18 +410,42 @@ class _Builder:
                 out[-1] = (out[-1][0], hi, succ)
             else:
                 out.append((lo, hi, succ))
+        if self.watch is not None and last:
+            self.floor += _final_entries_at_least(out)
         return Split(k, out)
 
 
+def _final_entries_at_least(intervals: list[tuple[int, int, int]]) -> int:
+    """Entries that the split `intervals` of a state whose residuals each test one field and
+    nothing after costs in the reduced diagram, at least.
+
+    Such a state's canonical content is its meaning: port by port, at most one interval set
+    per field, neither empty nor the whole domain (`canonical` merges them), and the port is
+    selected when any of them holds, a function from which each interval set can be read
+    back. Its successors are such states too (or leaves), distinct in content, so distinct
+    in meaning. The final reduction, which leaves one state per meaning, therefore keeps a
+    state that means the same with this very split, and keeps it reachable: the messages
+    that reached this one still need that decision. Every interval but those going the
+    default way costs an entry of its own."""
+    ways: dict[int, int] = defaultdict(int)
+    for _, _, t in intervals:
+        ways[t] += 1
+    return len(intervals) - max(ways.values())
+
+
 def build(items: Sequence[tuple[Conjunction | Wide, frozenset[int]]], order: Sequence[QueryField],
-          progress=None) -> Diagram:
+          progress=None, watch=None) -> Diagram:
     """The reduced diagram for conjunctions with ports, fields tested in `order`; a `Wide`
     in place of a conjunction is a filter expanded as a formula (compiler.formula).
 
     `progress`, if given, is called with (stage, states split so far in all stages) every 64
-    splits.
+    splits. `watch`, if given, is called every 64 states asked for with a lower bound of the
+    entries the finished diagram will hold (the states split so far whose every residual
+    tests one field, `_final_entries_at_least`), and may raise to stop a build that costs too
+    much (`compiler.compile`'s trial of a rule set the estimate puts over budget).
     """
     b = _Builder(order)
+    b.watch = watch
     groups: dict[int, set] = {}
     residual = b.residual
     for conj, ports in items:

@@ -27,3 +27,7 @@ class SpecError(CamusError):
 
 class RuleError(CamusError):
     """A rule does not parse or does not type-check against the spec."""
+
+
+class StateError(RuleError):
+    """A stateful rule set that cannot be had: over a state's slots, or not yet compiled."""

@@ -50,6 +50,7 @@ from compiler.formula import FORMULA_AT, Wide, conjunctions
 from compiler.id_space import IdSpace
 from compiler.rules import deep_recursion
 from compiler.spec import QueryField, Spec
+from compiler.state import refuse_state
 from compiler.tables import (decision, default_entry, default_successor, interval_entries,
                              state_bits)
 from p4rt.entry_key import entry_key
@@ -444,6 +445,7 @@ class Incremental:
     def __init__(self, spec: Spec, rules: Sequence[Rule] = (),
                  field_order: Sequence[str] | None = None, static: bool = False):
         self.spec, self.field_order, self.static = spec, field_order, static
+        refuse_state(spec, rules)  # state is not compiled to tables yet (docs/stateful.md)
         self.rules: dict[tuple, list[Rule]] = {}
         self.conjs: dict[tuple, list] = {}  # rule key -> its conjunctions (dnf)
         self.ivs_count: dict[QueryField, Counter] = defaultdict(Counter)
@@ -607,6 +609,7 @@ class Incremental:
                 if rule_key(r) not in self.rules:
                     raise CamusError(f"no such rule to remove: {r.text or r.filter}",
                                      r.line or None)
+            refuse_state(self.spec, added)
             for r in added:
                 _conjunctions(r)  # RuleError before anything changes
             edits = [(r, sign, self._remember(r, sign))

@@ -10,13 +10,17 @@ A rules file holds one rule per line, or several separated by ';'; '#' starts a 
     primary    := '(' filter ')' | 'true' | 'false' | comparison
     comparison := operand OP operand                   OP: == != < <= > >= (= means ==)
                 | operand ['not'] 'in' '{' [operand (',' operand)*] '}'   (`in {}` is false)
-    operand    := field | INT['/'LEN] | HEX['/'LEN] | STRING | WORD | IPV4['/'LEN]
+    operand    := field | state | INT['/'LEN] | HEX['/'LEN] | STRING | WORD | IPV4['/'LEN]
+    state      := NAME | 'avg' '(' field ')' | 'rate' '(' NAME ')'    (declared state)
+    actions    := action (',' action)*
     action     := 'fwd' '(' PORT (',' PORT)* ')'                PORT: INT or HEX, 1..511
+                | ('count' | 'meter' | 'avg') '(' NAME ')'      (update actions)
 
 One side of a comparison is a field (`header.field`, or a bare `field` when unique); the
 other is a constant: a number, a quoted string or bare word for character fields, or a dotted
-IPv4 address with an optional prefix length. Every error names the line and column of the
-offending token and what was expected there.
+IPv4 address with an optional prefix length. A side may instead be declared state (a counter
+by its name, `avg(field)`, `rate(meter)`; docs/stateful.md), compared with a number. Every
+error names the line and column of the offending token and what was expected there.
 
 A regular-expression lexer and recursive descent, hand-written for speed (`compiler.rules`
 says why). The parser knows no spec: each comparison and `in` set goes to its typer
@@ -55,6 +59,16 @@ class Token(NamedTuple):
     value: str
     line: int
     column: int
+
+
+class Call(NamedTuple):
+    """`name(arg)` in a filter (`avg(price)`, `rate(m)`) or an update action (`count(c)`)."""
+
+    name: Token
+    arg: Token
+
+
+UPDATE_ACTIONS = ("count", "meter", "avg")
 
 
 def split_rules(text: str) -> list[tuple[str, int, int]]:
@@ -211,23 +225,53 @@ class Parser:
             return self.typer.member(left, values, negated)
         self.fail("a comparison (== != < <= > >=) or 'in'")
 
-    def operand(self) -> Token:
+    def operand(self) -> Token | Call:
         tok = self.peek()
         if tok.type not in ("NAME", "INT", "HEX", "STRING", "IPV4", "SLOT"):
             self.fail("a field or a constant")
-        return self.take()
+        self.take()
+        if tok.type == "NAME" and self.at("("):  # `avg(price)`, `rate(m)`: the typer checks
+            return self.call(tok)
+        return tok
 
-    def action(self) -> list[Token]:
-        self.expect("fwd", "an action: fwd(port, ...)")
-        self.expect("(")
-        ports = [self.port()]
-        while self.at(","):
+    def call(self, name: Token) -> Call:
+        self.take()
+        if self.peek().type != "NAME":
+            self.fail("a name")
+        arg = self.take()
+        self.expect(")")
+        return Call(name, arg)
+
+    def action(self) -> tuple[list[Token], list[Call]]:
+        """The ports of the rule's `fwd` (if any) and its update actions, in order."""
+        ports: list[Token] | None = None
+        updates: list[Call] = []
+        while True:
+            tok = self.peek()
+            if self.at("fwd"):
+                if ports is not None:
+                    raise self.typer.error("fwd(...) is given twice; list every port in one "
+                                           "fwd(...)", tok)
+                self.take()
+                self.expect("(")
+                ports = [self.port()]
+                while self.at(","):
+                    self.take()
+                    ports.append(self.port())
+                self.expect(")", "',' or ')'")
+            elif tok.type == "NAME" and tok.value in UPDATE_ACTIONS:
+                self.take()
+                if not self.at("("):
+                    self.fail("'('")
+                updates.append(self.call(tok))
+            else:
+                self.fail("an action: fwd(port, ...), count(counter), meter(meter) or "
+                          "avg(field)")
+            if self.peek().type == "END":
+                return ports or [], updates
+            if not self.at(","):
+                self.fail("the end of the rule (or ',' and another action)")
             self.take()
-            ports.append(self.port())
-        self.expect(")", "',' or ')'")
-        if self.peek().type != "END":
-            self.fail("the end of the rule")
-        return ports
 
     def port(self) -> Token:
         if self.peek().type not in ("INT", "HEX", "SLOT"):

@@ -6,16 +6,21 @@ its operator checked against the field's match kind (exact and prefix fields tak
 bare word is ASCII padded with spaces to the field's bytes, an IPv4 address needs 32 bits, and
 `value/len` is a prefix with its host bits cleared. Every error names the token's line and
 column; a rule's ports are checked here too (1..MAX_PORT).
+
+A side of a comparison may be declared state instead (`my_counter`, `avg(price)`,
+`rate(m)`): it is resolved against the spec's state declarations and compared with a number
+that the state can reach; update actions (`count(c)`, `meter(m)`, `avg(price)`) are resolved
+here too (docs/stateful.md).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from compiler.ast import MAX_PORT, OPS, Atom, Const, Filter, Not, Or
+from compiler.ast import MAX_PORT, OPS, Atom, Const, Filter, Not, Or, StateAtom
 from compiler.errors import RuleError, SpecError
-from compiler.rule_syntax import Token
-from compiler.spec import QueryField, Spec
+from compiler.rule_syntax import Call, Token
+from compiler.spec import QueryField, Spec, StateVar
 
 
 class Compare(NamedTuple):
@@ -25,6 +30,18 @@ class Compare(NamedTuple):
     op: str
     constant: Token
     op_token: Token | None = None
+
+
+class StateCompare(NamedTuple):
+    """A comparison of declared state; its constant may still be a slot of a shape."""
+
+    state: StateVar
+    op: str
+    constant: Token
+    op_token: Token | None = None
+
+
+_FLIPPED = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
 class RuleTyper:
@@ -76,22 +93,145 @@ class RuleTyper:
                 raise self.error(exc.message, tok) from None
         return q
 
-    def compare(self, left: Token, op_token: Token, right: Token) -> Compare:
+    def compare(self, left: Token | Call, op_token: Token, right: Token | Call
+                ) -> Compare | StateCompare:
         op = "==" if op_token.value == "=" else op_token.value
+        if self.is_state(left) or self.is_state(right) and not self.is_field(left):
+            if self.is_state(left):
+                return StateCompare(self.state(left), op, self.state_constant(right), op_token)
+            return StateCompare(self.state(right), _FLIPPED.get(op, op),
+                                self.state_constant(left), op_token)
+        for side in (left, right):
+            if isinstance(side, Call):
+                raise self.error(self.unknown_call(side), side.name)
+        if self.is_state(right):
+            raise self.error("comparing a field with state is not supported; compare each "
+                             "with a number", right)
         # `price > 50` is the usual order; `50 < price` is accepted and flipped.
         if left.type == "NAME" and (self.lookup(left.value) or "." in left.value) \
                 or right.type != "NAME" or not self.lookup(right.value):
             return Compare(self.field(left), op, right, op_token)
-        flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
-        return Compare(self.field(right), flipped, left, op_token)
+        return Compare(self.field(right), _FLIPPED.get(op, op), left, op_token)
 
-    def member(self, subject: Token, values: list[Token], negated: bool) -> Filter:
-        field = self.field(subject)
-        if not values:
+    def member(self, subject: Token | Call, values: list[Token | Call], negated: bool
+               ) -> Filter:
+        if self.is_state(subject):
+            state = self.state(subject)
+            atoms = tuple(StateCompare(state, "==", self.state_constant(v)) for v in values)
+        else:
+            field = self.field(subject)
+            for v in values:
+                if isinstance(v, Call):
+                    raise self.error(f"expected a constant, not {v.name.value}(...)", v.name)
+            atoms = tuple(Compare(field, "==", v) for v in values)
+        if not atoms:
             return Const(negated)
-        atoms = tuple(Compare(field, "==", v) for v in values)
         any_of = atoms[0] if len(atoms) == 1 else Or(atoms)
         return Not(any_of) if negated else any_of
+
+    def is_state(self, tok: Token | Call) -> bool:
+        """Whether `tok` reads state: a call (`avg(f)`, `rate(m)`) or a counter's or meter's
+        name (state names never clash with fields: the spec refuses that)."""
+        return isinstance(tok, Call) or tok.type == "NAME" and tok.value in self.spec.state_vars
+
+    def is_field(self, tok: Token | Call) -> bool:
+        return isinstance(tok, Token) and tok.type == "NAME" and (
+            self.lookup(tok.value) is not None or "." in tok.value)
+
+    def state(self, tok: Token | Call) -> StateVar:
+        """The state a comparison reads: `counter`, `avg(field)` or `rate(meter)`."""
+        if isinstance(tok, Token):
+            var = self.spec.state_vars[tok.value]
+            if var.kind == "meter":
+                raise self.error(f"'{var.name}' is a meter: compare its rate, "
+                                 f"rate({var.name}) {'>'} N (per second)", tok)
+            return var
+        name, arg = tok
+        if name.value == "avg":
+            return self.averaged(arg)
+        if name.value == "rate":
+            var = self.spec.state_vars.get(arg.value)
+            if var is not None and var.kind == "meter":
+                return var
+            if var is not None:
+                raise self.error(f"'{arg.value}' is a {var.kind}, not a meter: compare it "
+                                 f"as {var.read_as}", arg)
+            raise self.error(f"unknown meter '{arg.value}' (meters: "
+                             f"{self.known('meter')})", arg)
+        raise self.error(self.unknown_call(tok), name)
+
+    def unknown_call(self, call: Call) -> str:
+        if call.name.value in ("count", "meter"):
+            return (f"{call.name.value}(...) is an update action, written after ':'; a "
+                    f"counter is read by its name, a meter as rate(NAME)")
+        return (f"unknown function '{call.name.value}': state is read as a counter's name, "
+                f"avg(field) or rate(meter)")
+
+    def known(self, kind: str) -> str:
+        names = [v.name for v in self.spec.state_vars.values() if v.kind == kind]
+        return ", ".join(names) or "none declared"
+
+    def averaged(self, arg: Token) -> StateVar:
+        """The average of field `arg` (`h.f`, or `f` when unique among averaged fields)."""
+        averages = [v for v in self.spec.state_vars.values() if v.kind == "average"]
+        if "." in arg.value:
+            matches = [v for v in averages if v.field == arg.value]
+        else:
+            matches = [v for v in averages if v.field.split(".", 1)[1] == arg.value]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            options = ", ".join(v.field for v in matches)
+            raise self.error(f"averaged field '{arg.value}' is ambiguous: write one of "
+                             f"{options}", arg)
+        declared = [f.qname for h in self.spec.headers for f in h.fields
+                    if arg.value in (f.qname, f.name)]
+        if declared:
+            raise self.error(f"field '{declared[0]}' is not declared averageable (add "
+                             f"@query_average({declared[0]}, WINDOW_US, SLOTS) to the spec)",
+                             arg)
+        raise self.error(f"unknown field '{arg.value}' in avg(...) (averaged fields: "
+                         f"{', '.join(v.field for v in averages) or 'none declared'})", arg)
+
+    def state_constant(self, tok: Token | Call) -> Token:
+        """The other side of a state comparison: a constant, checked when instantiated."""
+        if isinstance(tok, Call) or tok.type == "NAME" and (
+                self.is_field(tok) or tok.value in self.spec.state_vars):
+            where = tok.name if isinstance(tok, Call) else tok
+            raise self.error("comparing state with a field or other state is not supported; "
+                             "compare it with a number", where)
+        return tok
+
+    def state_atom(self, state: StateVar, op: str, tok: Token, op_tok: Token | None = None
+                   ) -> StateAtom:
+        """`state op constant`, the constant a number the state can reach."""
+        assert op in OPS, op
+        text = tok.value
+        if tok.type not in ("INT", "HEX") or "/" in text:
+            what = {"STRING": "a string", "NAME": "a word", "IPV4": "an address"}.get(
+                tok.type, "a prefix")
+            raise self.error(f"{state.read_as} is compared with a number, not {what} "
+                             f"({text})", tok)
+        limit = state.max_constant
+        value = self.number(text, 16 if tok.type == "HEX" else 10, limit, tok)
+        if value > limit:
+            raise self.error(f"constant {_shown(text)} is out of range for {state.read_as} "
+                             f"(at most {limit})", tok)
+        return StateAtom(state, op, value, tok.line, tok.column)
+
+    def update(self, call: Call) -> StateVar:
+        """The state an update action names: count(counter), meter(meter), avg(field)."""
+        verb, arg = call
+        if verb.value == "avg":
+            return self.averaged(arg)
+        want = {"count": "counter", "meter": "meter"}[verb.value]
+        var = self.spec.state_vars.get(arg.value)
+        if var is None or var.kind == "average":
+            raise self.error(f"unknown {want} '{arg.value}' ({want}s: {self.known(want)})", arg)
+        if var.kind != want:
+            raise self.error(f"{verb.value}(...) updates a {want}; '{arg.value}' is a "
+                             f"{var.kind}: write {var.action}", arg)
+        return var
 
     def atom(self, field: QueryField, op: str, tok: Token, op_tok: Token | None = None) -> Atom:
         assert op in OPS, op

@@ -29,14 +29,14 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from compiler.ast import And, Atom, Filter, Not, Or, Rule
+from compiler.ast import And, Atom, Filter, Not, Or, Rule, state_atoms
 from compiler.errors import RuleError
 from compiler import formula
 from compiler.formula import FORMULA_AT
 from compiler.normalize import size_bound
 from compiler.rule_syntax import KEYWORDS, MAX_NESTING, Parser, Token, line_rules, split_rules, \
     tokenize
-from compiler.rule_typing import Compare, RuleTyper
+from compiler.rule_typing import Compare, RuleTyper, StateCompare
 from compiler.spec import QueryField, Spec
 
 # The constants cut out of a rule to find its shape (see "Speed" above).
@@ -64,7 +64,9 @@ _EQUALITY_LINE = re.compile(r"""[ \t]*(
 _new = object.__new__
 _ATOM_SLOTS = tuple(getattr(Atom, f).__set__
                     for f in ("field", "op", "value", "prefix_len", "line", "column"))
-_RULE_SLOTS = tuple(getattr(Rule, f).__set__ for f in ("filter", "ports", "line", "text"))
+_RULE_SLOTS = tuple(getattr(Rule, f).__set__
+                    for f in ("filter", "ports", "line", "text", "updates"))
+_NO_UPDATES: frozenset = frozenset()
 _set_items = {cls: cls.items.__set__ for cls in (And, Or)}
 
 
@@ -83,11 +85,12 @@ def _atom(field: QueryField, op: str, value: int, prefix_len: int | None, line: 
 
 def _rule(filt: Filter, ports: frozenset[int], line: int, text: str) -> Rule:
     r = _new(Rule)
-    s_filter, s_ports, s_line, s_text = _RULE_SLOTS
+    s_filter, s_ports, s_line, s_text, s_updates = _RULE_SLOTS
     s_filter(r, filt)
     s_ports(r, ports)
     s_line(r, line)
     s_text(r, text)
+    s_updates(r, _NO_UPDATES)  # the fast paths build stateless rules only
     return r
 
 
@@ -139,7 +142,7 @@ class _Shape(NamedTuple):
     """A parsed rule shape: its tree and ports, the column it was parsed at, and its fast
     instantiation (None if it has none)."""
 
-    parsed: tuple[Filter, list[Token], list[int]]
+    parsed: tuple[Filter, list[Token], list[int], frozenset]  # filter, ports, slots, updates
     column: int
     fast: object
 
@@ -221,27 +224,28 @@ class _RuleBuilder:
         if rule is None:
             values = [Token(_constant_type(c), c, line, column + ends[2 * i])
                       for i, c in enumerate(consts)]
-            f, port_tokens, slot_columns = plan.parsed
+            f, port_tokens, slot_columns, updates = plan.parsed
             self.slot_columns, self.line, self.column, self.origin = \
                 slot_columns, line, column, plan.column
-            rule = Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text)
+            rule = Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text,
+                        updates)
         # A filter whose normal form may be too large compiles as a formula (compiler.formula);
         # one whose diagram would still be too large is refused here, at parse time, with its
         # position, never later by the compiler. The bound depends on the shape only.
         bound = self.bounds.get(shape)
         if bound is None:
             bound = self.bounds[shape] = size_bound(rule.filter)
-        if bound > FORMULA_AT:
+        if bound > FORMULA_AT and not state_atoms(rule.filter):  # state: not compiled yet
             formula.check(rule.filter, line, column, self.source)
         return rule
 
-    def fast(self, f, port_tokens: list[Token], slot_columns: list[int]):
+    def fast(self, f, port_tokens: list[Token], slot_columns: list[int], updates: frozenset):
         """The shape's instantiation as one function of its constants' texts and columns, or
         None when the shape has a constant that is not a slot. The function raises
         _Fallback (or RuleError) at anything it has not seen work: the general path then
         builds the rule, or reports the error, exactly as it always does."""
         build = self._fast_filter(f)
-        if build is None or any(t.type != "SLOT" for t in port_tokens):
+        if build is None or updates or any(t.type != "SLOT" for t in port_tokens):
             return None
         slots = tuple(int(t.value) for t in port_tokens)
         one = slots[0] if len(slots) == 1 else None  # `fwd(p)`: the text alone is the key
@@ -260,6 +264,8 @@ class _RuleBuilder:
         return instantiate
 
     def _fast_filter(self, f):
+        if isinstance(f, StateCompare):
+            return None  # stateful rules take the general path
         if isinstance(f, Compare):
             if f.constant.type != "SLOT":
                 return None
@@ -319,7 +325,7 @@ class _RuleBuilder:
             self.plain.add((q, op))
         return value
 
-    def parse(self, tokens: list[Token]) -> tuple[Filter, list[Token], list[int]]:
+    def parse(self, tokens: list[Token]) -> tuple[Filter, list[Token], list[int], frozenset]:
         slot, slot_columns = 0, []
         for i, tok in enumerate(tokens):
             if tok.type == "SLOT":
@@ -333,13 +339,24 @@ class _RuleBuilder:
         if not p.at(":"):
             p.fail("':' before the action" if p.peek().type != "END" else "':' and an action")
         p.take()
-        return f, p.action(), slot_columns
+        ports, calls = p.action()
+        updates = set()
+        for call in calls:  # no constants inside: typed once per shape
+            var = self.typer.update(call)
+            if var in updates:
+                raise self.typer.error(f"{var.action} is given twice", call.name)
+            updates.add(var)
+        return f, ports, slot_columns, frozenset(updates)
 
     def instantiate(self, f, values: list[Token]) -> Filter:
         if isinstance(f, Compare):
             tok = values[int(f.constant.value)] if f.constant.type == "SLOT" \
                 else self.unshape(f.constant, values)
             return self.typer.atom(f.field, f.op, tok, self.unshape(f.op_token, values))
+        if isinstance(f, StateCompare):
+            tok = values[int(f.constant.value)] if f.constant.type == "SLOT" \
+                else self.unshape(f.constant, values)
+            return self.typer.state_atom(f.state, f.op, tok, self.unshape(f.op_token, values))
         if isinstance(f, (And, Or)):
             return type(f)(tuple(self.instantiate(i, values) for i in f.items))
         if isinstance(f, Not):

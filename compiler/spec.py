@@ -13,6 +13,10 @@ annotations. The annotations (each also accepted as `@pragma name(...)` and `#pr
                             message block
   message_type(h.f, v, ...) only messages whose h.f is one of the values are subscription
                             messages (others are never selected)
+  query_counter(NAME, WINDOW_US, SLOTS[, KEY, BUCKETS])          state rules may read and
+  query_average(h.f, WINDOW_US, SLOTS[, KEY, BUCKETS])           update: a counter, an
+  query_meter(NAME, packets|bytes, WINDOW_US, SLOTS[, KEY, BUCKETS])   averageable field, a
+                            rate meter (`StateVar`; meaning in docs/stateful.md)
 
 Field widths come from the header declarations, never from annotations.
 """
@@ -31,6 +35,15 @@ DEFAULT_UDP_PORT = 1234
 MAX_QUERY_WIDTH = 64
 MOLDUDP64_HEADER_BITS = 160
 KINDS = {"query_field": "range", "query_field_exact": "exact", "query_field_lpm": "lpm"}
+STATE_KINDS = {"query_counter": "counter", "query_average": "average", "query_meter": "meter"}
+TIMESTAMP_BITS = 48  # packet timestamps are microseconds in 48 bits (v1model's ingress timestamp)
+MAX_SLOTS = 1 << 24
+COUNT_BITS = 32  # the width of every state's count `n` (docs/stateful.md)
+SUM_BITS = 64  # the width of an average's sum `s`
+MAX_AVERAGED_WIDTH = 32  # so that `s` never overflows before `n` does
+# Words a rule gives a meaning of their own; no counter or meter may be named so.
+RESERVED = frozenset({"and", "or", "not", "in", "true", "false", "fwd", "count", "meter", "avg",
+                      "rate"})
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,48 @@ class QueryField:
         return value
 
 
+@dataclass(frozen=True, eq=False)
+class StateVar:
+    """A declared state: what its instances accumulate, over which window, and how many
+    register cells (slots) all rules together may use. Compared by identity, like QueryField.
+
+    `name` is how rules and errors call it: the counter's or meter's name, or for an
+    average `avg(h.f)`. `field` is an average's field; `key` a keyed state's key field, whose
+    value mod `buckets` picks the instance (`buckets` is 1 without a key)."""
+
+    kind: str  # "counter" | "average" | "meter"
+    name: str
+    window_us: int
+    slots: int
+    field: str | None = None
+    field_width: int = 0
+    unit: str | None = None  # a meter's: "packets" | "bytes"
+    key: str | None = None
+    buckets: int = 1
+    message_bytes: int = 0  # a packet's length when it does not say (bytes meters)
+    line: int | None = None
+
+    @property
+    def max_constant(self) -> int:
+        """The largest constant a rule may compare this state with."""
+        if self.kind == "average":
+            return (1 << self.field_width) - 1
+        if self.kind == "meter":
+            return (1 << 64) - 1
+        return (1 << COUNT_BITS) - 1
+
+    @property
+    def read_as(self) -> str:
+        """How a rule reads it: `my_counter`, `avg(h.f)`, `rate(m)`."""
+        return f"rate({self.name})" if self.kind == "meter" else self.name
+
+    @property
+    def action(self) -> str:
+        """The update action naming it: `count(c)`, `avg(h.f)`, `meter(m)`."""
+        return {"counter": f"count({self.name})", "average": self.name,
+                "meter": f"meter({self.name})"}[self.kind]
+
+
 @dataclass
 class Spec:
     name: str
@@ -116,6 +171,8 @@ class Spec:
     message_type_field: str | None = None
     message_types: tuple[int, ...] = ()
     query_fields: dict[str, QueryField] = field(default_factory=dict)
+    # Declared state by how rules name it: a counter's or meter's name, `avg(h.f)`.
+    state_vars: dict[str, StateVar] = field(default_factory=dict)
 
     @property
     def message_headers(self) -> list[Header]:
@@ -221,6 +278,7 @@ class _SpecBuilder:
         spec = Spec(self.name, list(self.headers.values()))
         kinds: dict[str, tuple[str, lark.Tree]] = {}
         ascii_fields: set[str] = set()
+        states: list[tuple[str, list, lark.Tree]] = []
         for ann, args, node in self.annotations:
             if ann in KINDS:
                 f = self._field_arg(ann, args, node, count=1)
@@ -251,11 +309,12 @@ class _SpecBuilder:
                                          f"field '{f.qname}'", node)
                 spec.message_type_field = f.qname
                 spec.message_types = tuple(sorted(set(values)))
-            elif ann == "query_counter":
-                raise self.error("@query_counter (stateful predicates) is not supported yet",
-                                 node)
+            elif ann in STATE_KINDS:
+                states.append((ann, args, node))  # once framing and ascii fields are known
             else:
-                raise self.error(f"unknown annotation '{ann}' (known: {', '.join(sorted([*KINDS, 'ascii', 'udp_port', 'framing', 'message_type']))})", node)
+                known = sorted([*KINDS, *STATE_KINDS, 'ascii', 'udp_port', 'framing',
+                                'message_type'])
+                raise self.error(f"unknown annotation '{ann}' (known: {', '.join(known)})", node)
         for h in spec.headers:
             if h.bits % 8:
                 raise self.error(f"header '{h.name}' is {h.bits} bits, not a whole number of "
@@ -273,7 +332,91 @@ class _SpecBuilder:
                             None, None, self.source)
         if not spec.message_headers:
             raise SpecError("the spec declares no message header", None, None, self.source)
+        for ann, args, node in states:
+            var = self._state(spec, ann, args, node, ascii_fields)
+            if var.name in spec.state_vars:
+                what = "field" if var.kind == "average" else "name"
+                raise self.error(f"state {what} '{var.name.removeprefix('avg(').rstrip(')')}' "
+                                 f"is declared twice", node)
+            spec.state_vars[var.name] = var
         return spec
+
+    def _state(self, spec: Spec, ann: str, args: list, node, ascii_fields: set[str]) -> StateVar:
+        """One state declaration, checked (docs/stateful.md, "Declaring state")."""
+        kind = STATE_KINDS[ann]
+        usage = {"counter": "query_counter(NAME, WINDOW_US, SLOTS[, KEY, BUCKETS])",
+                 "average": "query_average(header.field, WINDOW_US, SLOTS[, KEY, BUCKETS])",
+                 "meter": "query_meter(NAME, packets|bytes, WINDOW_US, SLOTS[, KEY, BUCKETS])"
+                 }[kind]
+        head = 2 if kind == "meter" else 1  # the arguments before WINDOW_US
+        if len(args) not in (head + 2, head + 4) or \
+                any(a.data != "int_arg" for a in args[head:head + 2]) or \
+                any(a.data != "name_arg" for a in args[:head]):
+            raise self.error(f"{ann} takes {usage.split('(', 1)[1][:-1]}", node)
+        first = args[0].children[0]
+        name, field_name, width, unit = str(first), None, 0, None
+        if kind == "average":
+            f = self._field_arg(ann, args[:1], node, count=1)
+            self._message_field(spec, ann, f, first)
+            if f.qname in ascii_fields:
+                raise self.error(f"{ann}({f.qname}): an ascii field cannot be averaged", first)
+            if f.width > MAX_AVERAGED_WIDTH:
+                raise self.error(f"{ann}({f.qname}): the field is {f.width} bits; at most "
+                                 f"{MAX_AVERAGED_WIDTH} can be averaged (the sum has "
+                                 f"{SUM_BITS} bits, the count {COUNT_BITS})", first)
+            name, field_name, width = f"avg({f.qname})", f.qname, f.width
+        else:
+            if "." in name:
+                raise self.error(f"{ann}: a state's name is a plain name, not '{name}'", first)
+            if name in RESERVED:
+                raise self.error(f"'{name}' is a word of the rule language; name the state "
+                                 f"otherwise", first)
+            clash = [h for h in self.headers if h == name] or \
+                [f for f in self.fields.values() if f.name == name]
+            if clash:
+                raise self.error(f"state name '{name}' is also a header or field name; rules "
+                                 f"could not tell them apart", first)
+        if kind == "meter":
+            unit_tok = args[1].children[0]
+            unit = str(unit_tok)
+            if unit not in ("packets", "bytes"):
+                raise self.error(f"a meter counts 'packets' or 'bytes', not '{unit}'", unit_tok)
+        window_tok, slots_tok = (a.children[0] for a in args[head:head + 2])
+        window, slots = self._number(window_tok), self._number(slots_tok)
+        if not 1 <= window < 1 << TIMESTAMP_BITS:
+            raise self.error(f"a window of {window} µs: it must be 1 .. 2^{TIMESTAMP_BITS} - 1 "
+                             f"(timestamps are {TIMESTAMP_BITS}-bit microseconds)", window_tok)
+        if not 1 <= slots <= MAX_SLOTS:
+            raise self.error(f"{slots} slots: a state has 1 .. {MAX_SLOTS} slots", slots_tok)
+        key, buckets = None, 1
+        if len(args) == head + 4:
+            key_arg, buckets_arg = args[head + 2:]
+            if key_arg.data != "name_arg" or buckets_arg.data != "int_arg":
+                raise self.error(f"{ann} takes {usage.split('(', 1)[1][:-1]}", node)
+            key_tok, buckets_tok = key_arg.children[0], buckets_arg.children[0]
+            k = self._field_arg(ann, [key_arg], node, count=1)
+            self._message_field(spec, ann, k, key_tok)
+            if k.qname in ascii_fields:
+                raise self.error(f"key '{k.qname}' is an ascii field: its low bits (trailing "
+                                 f"spaces) would put most keys in one bucket; key on a numeric "
+                                 f"identifier", key_tok)
+            buckets = self._number(buckets_tok)
+            if buckets < 1 or buckets & (buckets - 1) or buckets > slots:
+                raise self.error(f"{buckets} buckets: a power of two, at most the slots "
+                                 f"({slots})", buckets_tok)
+            key = k.qname
+        return StateVar(kind, name, window, slots, field_name, width, unit, key, buckets,
+                        spec.message_bytes, getattr(node.meta, "line", None))
+
+    def _message_field(self, spec: Spec, ann: str, f: Field, tok) -> None:
+        if spec.packet_header and f.header == spec.packet_header.name:
+            raise self.error(f"{ann}: '{f.qname}' is in the framing header; state reads "
+                             f"message fields", tok)
+
+    @staticmethod
+    def _number(tok) -> int:
+        text = str(tok).replace("_", "")
+        return int(text, 16 if text[:2] in ("0x", "0X") else 10)
 
     def _header(self, node: lark.Tree) -> None:
         name_tok = node.children[0]

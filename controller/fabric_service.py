@@ -62,6 +62,28 @@ log = logging.getLogger("camus.fabric")
 MAX_FRAME = 65535
 
 
+class StateError(Exception):
+    """A --state directory this service cannot keep its topic numbers in."""
+
+
+def read_topics(state: Path) -> dict[str, int]:
+    """The topic numbers kept in `state`/topics.json ({} when there are none yet); checked
+    here, at start, rather than when the first broker asks for a number."""
+    if state.exists() and not state.is_dir():
+        raise StateError(f"--state {state}: not a directory")
+    path = state / "topics.json"
+    if not path.exists():
+        return {}
+    try:
+        topics = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
+        raise StateError(f"{path}: cannot read the topic numbers: {exc}") from None
+    if not (isinstance(topics, dict) and all(isinstance(n, int) and not isinstance(n, bool)
+                                             for n in topics.values())):
+        raise StateError(f"{path}: expected a JSON object of topic name: number")
+    return topics
+
+
 class _Host:
     def __init__(self, name: str, bind: str | None) -> None:
         self.name = name
@@ -92,9 +114,7 @@ class FabricService:
         self.lock = threading.Lock()  # the network and the fabric: one change or frame at a time
         self.hosts = {h: _Host(h, bind if emulation is None else None) for h in network.topo.hosts}
         self.state = Path(state) if state is not None else None
-        self.topics: dict[str, int] = {}
-        if self.state is not None and (self.state / "topics.json").exists():
-            self.topics = json.loads((self.state / "topics.json").read_text())
+        self.topics = read_topics(self.state) if self.state is not None else {}
         self.changes: list[dict] = []  # one ChangeReport a subscription change, newest last
         self.loops = 0
         self._stop = threading.Event()

@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _net_option(u)
     u.add_argument("--inject", action="append", default=[], metavar="HOST=IN.pcap")
     u.add_argument("--out-dir", metavar="OUT", help="with --inject: OUT/HOST.pcap per receiving host")
-    u.add_argument("--settle", type=float, default=2.0, metavar="S",
+    u.add_argument("--settle", type=_seconds, default=2.0, metavar="S",
                    help="seconds to wait after the last frame is sent (default 2)")
     u.add_argument("--impl", choices=("native", "python"), default="native")
     u.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="auto",
@@ -141,7 +141,18 @@ def _positive(text: str) -> int:
     return n
 
 
+def _seconds(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= t < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0")
+    return t
+
+
 def load_topology(args):
+    from compiler.cli import _read_text
     from controller.topology import TopologyError, fat_tree, parse_graph
 
     if args.topology:
@@ -149,7 +160,22 @@ def load_topology(args):
         if kind != "fattree" or not k.isdigit():
             raise TopologyError(f"--topology {args.topology!r}: expected fattree:K")
         return fat_tree(int(k))
-    return parse_graph(Path(args.graph).read_text(), args.graph)
+    return parse_graph(_read_text(Path(args.graph)), args.graph)
+
+
+def make_out_dir(path: str, command: str) -> Path | None:
+    """`path` as a directory (created with its parents), or None once the reason is said."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        print(f"camus net {command}: error: --out-dir {path}: exists and is not a directory",
+              file=sys.stderr)
+        return None
+    except OSError as exc:
+        print(f"camus net {command}: error: --out-dir {path}: {exc.strerror}", file=sys.stderr)
+        return None
+    return out
 
 
 def cmd_compile(args) -> int:
@@ -170,6 +196,10 @@ def cmd_compile(args) -> int:
     except (CamusError, TopologyError, OSError, OverflowError) as exc:
         # OverflowError: more distinct port sets or states than their ids can number.
         print(f"camus net compile: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:  # past what controller.memory foresaw: the subscriptions' share
+        print("camus net compile: error: out of memory (the network's size fits; its "
+              "subscriptions took the rest)", file=sys.stderr)
         return 2
     try:
         net.write(args.out)
@@ -208,8 +238,9 @@ def cmd_run(args) -> int:
         if host not in fabric.topo.hosts:
             print(f"camus net run: error: no host {host!r} in {args.net}", file=sys.stderr)
             return 2
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(args.out_dir, "run")
+    if out is None:
+        return 2
     writers: dict[str, tuple] = {}
     sent = delivered = 0
     try:
@@ -266,6 +297,8 @@ def cmd_up(args) -> int:
         return 2
     if injects and not args.out_dir:
         print("camus net up: error: --inject needs --out-dir", file=sys.stderr)
+        return 2
+    if args.out_dir and make_out_dir(args.out_dir, "up") is None:  # before Mininet starts
         return 2
     try:
         emulation = Emulation(args.net, args.impl, args.switch)
@@ -337,7 +370,7 @@ def cmd_serve(args) -> int:
     import threading
 
     from compiler.spec import load_spec
-    from controller.fabric_service import FabricService
+    from controller.fabric_service import FabricService, StateError, read_topics
     from controller.network import Network
     from controller.topology import TopologyError
 
@@ -346,20 +379,22 @@ def cmd_serve(args) -> int:
 
     from controller.emulation import Emulation, EmulationError
 
+    why = _address_problem(args.listen, args.bind)
+    if why:
+        print(f"camus net serve: error: {why}", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="camus-net-serve-")) if args.mininet else None
     listen = args.listen or (f"unix:{work / 'fabric.sock'}" if work else "127.0.0.1:0")
     if listen.startswith("unix:"):
         address = listen[5:]
     else:
         host, _, port = listen.rpartition(":")
-        if not host or not port.isdigit():
-            print(f"camus net serve: error: --listen {listen!r}: expected HOST:PORT or unix:PATH",
-                  file=sys.stderr)
-            return 2
         address = (host, int(port))
     emulation = service = None
     try:
         topo = load_topology(args)
+        if args.state:
+            read_topics(Path(args.state))  # its mistakes said before Mininet starts
         net = Network(load_spec(KAFKA_SPEC), topo, [], args.policy, args.alpha, args.tree)
         if work is not None:
             net.write(work / "net")
@@ -382,8 +417,11 @@ def cmd_serve(args) -> int:
         while not stop.wait(0.5):
             pass
         return 0
-    except (OSError, TopologyError, CamusError, EmulationError) as exc:
+    except (OSError, TopologyError, CamusError, EmulationError, StateError) as exc:
         print(f"camus net serve: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("camus net serve: error: out of memory", file=sys.stderr)
         return 2
     finally:
         if service is not None:
@@ -392,6 +430,29 @@ def cmd_serve(args) -> int:
             emulation.stop()
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _address_problem(listen: str | None, bind: str) -> str | None:
+    """What is wrong with `camus net serve`'s --listen or --bind, or None: said before
+    anything starts (a name that does not resolve failed the same way for either)."""
+    import socket
+
+    named = [("--bind", bind)]
+    if listen and listen.startswith("unix:"):
+        parent = Path(listen[5:]).parent
+        if not parent.is_dir():
+            return f"--listen {listen!r}: no directory {parent}"
+    elif listen:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit() or int(port) > 65535:
+            return f"--listen {listen!r}: expected HOST:PORT (a port 0-65535) or unix:PATH"
+        named.append(("--listen", host))
+    for option, host in named:
+        try:
+            socket.getaddrinfo(host, None)
+        except socket.gaierror as exc:
+            return f"{option} {host!r}: {exc.strerror}"
+    return None
 
 
 def write_subscriptions(path: Path, subs) -> None:
@@ -408,6 +469,11 @@ def cmd_change(args) -> int:
     if not args.ops:
         print("camus net change: error: nothing to do (give --add or --remove)", file=sys.stderr)
         return 2
+    for op, text in args.ops:
+        if op == "fail-link" and (text.count(",") != 1 or not all(text.split(","))):
+            print(f"camus net change: error: --fail-link {text!r}: expected two switches, A,B",
+                  file=sys.stderr)
+            return 2
     d = Path(args.net)
     try:
         doc = json.loads((d / "network.json").read_text())
@@ -420,7 +486,8 @@ def cmd_change(args) -> int:
         started = time.perf_counter()
         net = Network.load(d, spec, subs)
         loaded = time.perf_counter() - started
-    except (CamusError, OSError, ValueError, KeyError) as exc:
+    except (CamusError, OSError, ValueError, KeyError, TypeError) as exc:
+        # TypeError, KeyError: a network.json of another shape than camus net compile writes.
         print(f"camus net change: error: {exc}", file=sys.stderr)
         return 2
     for (op, parsed), (_, text) in zip(changes, args.ops):

@@ -37,7 +37,8 @@ from compiler.spec import Spec
 from controller.diff import Changes, apply_steps, diff
 from controller.policy import UP_PORT, Routing, Subscription
 from controller.spanning import spanning_tree
-from controller.topology import Topology
+from controller.memory import too_large
+from controller.topology import Topology, TopologyError
 from pipeline import document, entries as entries_json
 from switch import dataplane
 from switch.fabric_egress import FabricEgress
@@ -76,7 +77,13 @@ class Network:
         incremental compiler is built when a change first reaches it. `failed`: the links
         and switches already down ({"links": [[a, b], ...], "switches": [...]}).
         `incremental`: changes go through each switch's incremental compiler (default), or
-        recompile the switch whole (the old way, kept as the benchmark's baseline)."""
+        recompile the switch whole (the old way, kept as the benchmark's baseline).
+        TopologyError: a network this process has not the memory for (`controller.memory`)."""
+        size = len(topo.switches) if switches is None else len(set(switches))
+        why = too_large(f"fattree:{topo.k}" if topo.kind == "fattree" else "the graph", size,
+                        len(topo.hosts))
+        if why:
+            raise TopologyError(why)
         self.spec, self.topo, self.policy, self.alpha, self.tree_kind = \
             spec, topo, policy, alpha, tree
         self.incremental = incremental

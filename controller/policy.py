@@ -25,6 +25,12 @@ A `Routing` keeps, per switch and port, the multiset of filters it carries (how 
 subscriptions gave each), so adding or removing one subscription tells at once which
 filters appeared on or went from which switch ports (`add` / `remove` return them), without
 rebuilding the rest.
+
+Size: on a fat tree nearly every port carries nearly every host (a TR up port: all hosts but
+those below; a core's down port: a whole pod), so neither a port's hosts nor a host's ports
+are written out: an up port keeps the hosts it does *not* carry (`AllBut`), and the ports
+that carry a host are found when one of its subscriptions comes or goes (`carriers`), by
+climbing from its ToR. What the routing holds grows as k^3 (the hosts), not k^5.
 """
 
 from __future__ import annotations
@@ -53,6 +59,17 @@ class Subscription:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class AllBut:
+    """The hosts a fat-tree TR up port carries: every host except `below` (those under its
+    switch). `host in AllBut(...)` answers as the set would."""
+
+    below: frozenset[str]
+
+    def __contains__(self, host: object) -> bool:
+        return host not in self.below
+
+
 class Routing:
     """Filter sets per switch port for one topology, policy, α and (for graphs) tree."""
 
@@ -66,19 +83,25 @@ class Routing:
             raise ValueError("a general graph routes on a spanning tree: pass tree=")
         self.topo, self.policy, self.alpha, self.tree = topo, policy, alpha, tree
         self._below: dict[str, frozenset[str]] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}  # one object for equal sets
         if tree is not None:
             self._tree_sides = tree_sides(topo, tree)
         # sides[s][p]: the hosts whose subscriptions port p of s carries (None: `true`).
         kept = topo.switches if only is None else [s for s in topo.switches if s in set(only)]
-        self.sides: dict[str, dict[int, frozenset[str] | None]] = {s: self._sides(s) for s in kept}
-        # Which (switch, port) carry a host's subscriptions, found once.
-        self.carriers: dict[str, list[tuple[str, int]]] = {h: [] for h in topo.hosts}
-        for s, ports in self.sides.items():
-            for p, hosts in ports.items():
-                for h in hosts or ():
-                    self.carriers[h].append((s, p))
-        self.counts: dict[str, dict[int, Counter]] = {
-            s: {p: Counter() for p in ports} for s, ports in self.sides.items()}
+        self.sides: dict[str, dict[int, frozenset[str] | AllBut | None]] = {
+            s: self._sides(s) for s in kept}
+        # General graphs: which (switch, port) carry a host's subscriptions, found once (a
+        # fat tree's are found per change, `carriers`).
+        self._carriers: dict[str, list[tuple[str, int]]] = {}
+        if topo.kind != "fattree":
+            self._carriers = {h: [] for h in topo.hosts}
+            for s, ports in self.sides.items():
+                for p, hosts in ports.items():
+                    for h in hosts or ():
+                        self._carriers[h].append((s, p))
+        # counts[s][p]: the filters port p of s carries, each with how many subscriptions
+        # gave it; a port that carries none has no Counter.
+        self.counts: dict[str, dict[int, Counter]] = {s: {} for s in self.sides}
         self._approx: dict[Filter, Filter] = {}
         self.subscriptions: dict[str, Counter] = {h: Counter() for h in topo.hosts}
         for sub in subscriptions:
@@ -86,9 +109,9 @@ class Routing:
 
     # ---- the sides of each port -------------------------------------------------------
 
-    def _sides(self, s: str) -> dict[int, frozenset[str] | None]:
+    def _sides(self, s: str) -> dict[int, frozenset[str] | AllBut | None]:
         topo = self.topo
-        out: dict[int, frozenset[str] | None] = {}
+        out: dict[int, frozenset[str] | AllBut | None] = {}
         if topo.kind == "fattree":
             up = topo.up.get(s, ())
             for p, peer in topo.ports[s].items():
@@ -96,10 +119,34 @@ class Routing:
                     continue
                 out[p] = frozenset((peer.name,)) if peer.kind == "host" else self.below(peer.name)
             if up:
-                out[UP_PORT] = None if self.policy == "mr" else \
-                    frozenset(topo.hosts) - self.below(s)
+                out[UP_PORT] = None if self.policy == "mr" else AllBut(self.below(s))
             return out
         return self._tree_sides[s]
+
+    def carriers(self, host: str) -> list[tuple[str, int]]:
+        """The (switch, port) pairs whose filter sets hold `host`'s subscriptions. On a fat
+        tree: climbing from the host by up ports, the port each switch reached leads down
+        by; then, under TR, the up port of every other switch that has one."""
+        if self.topo.kind != "fattree":
+            return self._carriers[host]
+        topo, out = self.topo, []
+        switch, port = topo.hosts[host]
+        above = {switch}  # the switches the host is below
+        if switch in self.sides:
+            out.append((switch, port))
+        climb = [switch]
+        while climb:
+            lower = climb.pop()
+            for q in topo.up.get(lower, ()):
+                peer = topo.ports[lower][q]
+                if peer.name not in above:
+                    above.add(peer.name)
+                    climb.append(peer.name)
+                if peer.name in self.sides:
+                    out.append((peer.name, peer.port))
+        if self.policy == "tr":
+            out += [(s, UP_PORT) for s in self.sides if s not in above and topo.up.get(s)]
+        return out
 
     def below(self, s: str) -> frozenset[str]:
         """Fat tree: the hosts reachable from s through down ports only."""
@@ -110,7 +157,9 @@ class Routing:
             for p, peer in self.topo.ports[s].items():
                 if p not in up:
                     hosts |= {peer.name} if peer.kind == "host" else self.below(peer.name)
-            got = self._below[s] = frozenset(hosts)
+            # One set for equal ones: a pod's aggregation switches all have the pod below.
+            got = frozenset(hosts)
+            got = self._below[s] = self._sets.setdefault(got, got)
         return got
 
     # ---- filter sets --------------------------------------------------------------------
@@ -134,8 +183,10 @@ class Routing:
             raise ValueError(f"no host {sub.host!r} in the topology")
         self.subscriptions[sub.host][sub.filter] += 1
         changed: dict[str, list[tuple[Filter, int]]] = {}
-        for s, p in self.carriers[sub.host]:
-            c = self.counts[s][p]
+        for s, p in self.carriers(sub.host):
+            c = self.counts[s].get(p)
+            if c is None:
+                c = self.counts[s][p] = Counter()
             f = self._carried(s, p, sub.filter)
             c[f] += 1
             if c[f] == 1:
@@ -152,12 +203,14 @@ class Routing:
         if not held[sub.filter]:
             del held[sub.filter]
         changed: dict[str, list[tuple[Filter, int]]] = {}
-        for s, p in self.carriers[sub.host]:
+        for s, p in self.carriers(sub.host):
             c = self.counts[s][p]
             f = self._carried(s, p, sub.filter)
             c[f] -= 1
             if not c[f]:
                 del c[f]
+                if not c:
+                    del self.counts[s][p]
                 changed.setdefault(s, []).append((f, p))
         return changed
 
@@ -165,12 +218,13 @@ class Routing:
         """F_p^s: the filters port p of s carries ([TRUE] for an MR up port)."""
         if self.sides[s][p] is None:
             return [TRUE]
-        return list(self.counts[s][p])
+        return list(self.counts[s].get(p, ()))
 
     def ports_of(self, s: str, f: Filter) -> frozenset[int]:
         """The ports of s whose filter sets hold `f` (the ports of its rule `f : fwd(...)`)."""
+        counts = self.counts[s]
         return frozenset(p for p, hosts in self.sides[s].items()
-                         if (f == TRUE if hosts is None else f in self.counts[s][p]))
+                         if (f == TRUE if hosts is None else f in counts.get(p, ())))
 
     def rules(self, s: str) -> list[Rule]:
         """`F_p^s : fwd(p)` for every port, one rule per distinct filter with all its ports."""

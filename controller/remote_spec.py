@@ -1,6 +1,6 @@
 """Remote target specs (`camus serve --target ...`) parsed and opened.
 
-See `controller.target.open_target` for the forms. Parsing is separate from opening so
+See `controller.targets.open_target` for the forms. Parsing is separate from opening so
 that `camus serve` refuses a bad spec before anything starts.
 """
 

@@ -11,10 +11,14 @@ batches). `camus serve` (`shim.cli`) is built on it:
   datapath.py        records -> packets -> target -> endpoints; subscription diffs
   group_coordinator.py  the classic consumer-group state machine
   consumer_groups.py the KIP-848 consumer groups: broker-side assignment, member epochs
+  client_regex.py    clients' regular expressions (KIP-848 subscriptions, ListTransactions)
+                     compiled by RE2: linear time, so no pattern can stall the event loop
   fetch_sessions.py  incremental fetch sessions (KIP-227)
   producers.py       idempotent producers' sequence windows
   topic_client.py    `camus topic`: CreateTopics/DeleteTopics/Metadata from the command line
   schema.py, subscriptions.py, reframe.py   the Kafka mapping (fields, rules, packets)
-  native_kafka.py    `shim._native` (Rust crate shim/native/), the compiled record walk, JSON
-                     fields and reframing: loaded and checked once, loud when it falls back
+
+The compiled record walk, JSON fields and reframing (Rust crate shim/native/) are
+`shim.protocol._native`, loaded and checked once by `shim.protocol.native`, loud when it falls
+back: beside the codec, which may import nothing of the server.
 """

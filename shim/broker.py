@@ -3,7 +3,7 @@
 `Broker` owns the topic catalog, the source partition logs (on disk with a data dir),
 the view logs (derived: rebuilt from the source through the target at start-up and when
 a view is created), the data path and its target (`Config.target`, opened by
-`controller.target.open_target`), the group coordinator, committed offsets and
+`controller.targets.open_target`), the group coordinator, committed offsets and
 idempotent-producer state. Handlers (`shim.handlers`) translate requests into calls
 here. Everything runs on one asyncio loop, so no locks: a call that does not await
 happens atomically.
@@ -25,12 +25,13 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from compiler.estimate import DEFAULT_MAX_ENTRIES
-from controller.target import open_target
+from controller.targets import open_target
 from shim import compaction
 from shim.datapath import DataPath, Delivered, PortsExhausted
 from shim.fetch_sessions import FetchSessions
@@ -41,6 +42,7 @@ from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, Record, RecordBatch, decode_batches, encode_batch
 from shim.schema import describe_source
+from shim.security import acl
 from shim.security.acl import AclStore, Authorizer
 from shim.security.listeners import Security
 from shim.security.quotas import QuotaStore
@@ -82,11 +84,14 @@ class Broker:
         self.datapath.set_arrivals(self._from_network)
         self.coordinator = Coordinator(self._assignments_changed)
         self.consumer_groups = ConsumerGroups(self._assignments_changed, self._partition_count,
-                                              lambda: [t.name for t in self.catalog])
+                                              lambda: [t.name for t in self.catalog],
+                                              self._may_describe_topic)
         self.producers = Producers(config.data_dir)
         self.users = UserStore(config.data_dir)  # SCRAM credentials
         self.acls = AclStore(config.data_dir)
         sec = config.security
+        if any(lst.sasl for lst in sec.listeners):
+            self.users.load_secret()  # unknown users' SCRAM salts (a data dir it cannot write fails here)
         self.quotas = QuotaStore(config.data_dir, sec.quota_window_num, sec.quota_window_seconds)
         self.authorizer = (Authorizer(self.acls, sec.super_users, sec.allow_if_no_acl)
                            if sec.authorizer else None)
@@ -101,7 +106,12 @@ class Broker:
         self.members_without_port = 0  # member topics left off the switch: no port free
         self._next_port_warning = 0.0
         self.member_ports: dict[tuple[str, str], dict[str, int]] = {}  # (group, member) -> topic -> port
-        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
+        # Member ports held per principal and per connection (Limits.member_ports_per_*).
+        self._port_holder: dict[int, tuple[str, int]] = {}  # port -> (principal, connection)
+        self.ports_by_principal: Counter[str] = Counter()
+        self.ports_by_connection: Counter[int] = Counter()
+        # group -> (topic, partition) -> (offset, metadata, committed leader epoch)
+        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = {}
         self.changed = asyncio.Event()
         # Per topic or view: bytes and records produced, bytes fetched (`topic_counters`).
         self.traffic: dict[str, dict[str, int]] = {}
@@ -330,6 +340,13 @@ class Broker:
     def _replay(self, view: Topic, source: Topic, port: int) -> None:
         if self.view_ports.get(port) != view.name:
             return  # deleted before its entries were on the target
+        failed = self.datapath.failed.get(port)
+        if failed is not None:  # its entries are not on the target: nothing to replay
+            log.error("view %r: its filter did not compile: %s", view.name, failed)
+            self.replaying.discard(view.name)
+            self._ready(view.name, TopicError(f"view {view.name!r}: its filter did not "
+                                              f"compile: {failed}", "policy_violation"))
+            return
         for p in range(source.partitions):
             src_log = self.logs[(source.name, p)]
             # The view starts where its source starts (as a compacted topic starts at its
@@ -351,17 +368,26 @@ class Broker:
         self._ready(name)
         self.changed.set()
 
-    def _ready(self, name: str) -> None:
+    def _ready(self, name: str, failed: TopicError | None = None) -> None:
         for waiter in self._waiting.pop(name, ()):
             if not waiter.done():
-                waiter.set_result(None)
+                if failed is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(failed)
 
-    async def view_ready(self, name: str) -> None:
-        """Return once the view `name` holds its source's records (its replay is reported)."""
+    async def view_ready(self, name: str, timeout: float | None = None) -> None:
+        """Return once the view `name` holds its source's records (its replay is reported).
+        TopicError if its filter did not compile, or (REQUEST_TIMED_OUT) if that takes more
+        than `timeout` seconds: the caller decides what becomes of the view."""
         if name in self.replaying:
             waiter = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(name, []).append(waiter)
-            await waiter
+            try:
+                await asyncio.wait_for(waiter, timeout)
+            except TimeoutError:
+                raise TopicError(f"view {name!r}: its filter's entries were not on the switch "
+                                 f"within {timeout:g} s", "request_timed_out") from None
 
     # --- produce ----------------------------------------------------------------------
 
@@ -528,8 +554,8 @@ class Broker:
 
     def _apply_txn_offsets(self, offsets: dict) -> None:
         for group, parts in offsets.items():
-            for (name, p), (offset, metadata) in parts.items():
-                self.commit(group, name, p, offset, metadata)
+            for (name, p), (offset, metadata, leader_epoch) in parts.items():
+                self.commit(group, name, p, offset, metadata, leader_epoch)
         if offsets:
             self.save_offsets()
 
@@ -575,6 +601,10 @@ class Broker:
         self._member_subscriptions(group)
         self.datapath.update()
 
+    def _may_describe_topic(self, principal: str, host: str, name: str) -> bool:
+        return self.authorizer is None or self.authorizer.allows(principal, host, acl.DESCRIBE,
+                                                                 acl.TOPIC, name)
+
     def _partition_count(self, name: str) -> int:
         t = self.catalog.get(name)
         return self.catalog.partitions_of(t) if t is not None else 0
@@ -588,33 +618,65 @@ class Broker:
             ports = self.member_ports.setdefault(key, {})
             for name in list(ports):
                 if name not in assigned or self.catalog.get(name) is None:
-                    self.datapath.unsubscribe(ports.pop(name))
+                    self._release_member_port(ports.pop(name))
             for name, parts in assigned.items():
                 t = self.catalog.get(name)
                 if t is None:
                     continue
                 source = self.catalog.get(t.source) if t.is_view else t
                 if name not in ports:
-                    try:
-                        ports[name] = self.datapath.allocate_port()
-                    except PortsExhausted as exc:
-                        # A member's port only mirrors its subscription on the switch (it
-                        # reads the logs through Fetch either way): it goes without one.
-                        self._no_member_port(exc)
+                    # A member's port only mirrors its subscription on the switch (it reads
+                    # the logs through Fetch either way): without one it is served the same.
+                    port = self._member_port(m)
+                    if port is None:
                         continue
+                    ports[name] = port
                 self.datapath.subscribe(ports[name], source.number, frozenset(parts), t.filter,
                                         log=False)
         for key in [k for k in self.member_ports if k[0] == group.group_id and k not in live]:
             for port in self.member_ports.pop(key).values():
-                self.datapath.unsubscribe(port)
+                self._release_member_port(port)
 
-    def _no_member_port(self, exc: PortsExhausted) -> None:
+    def _member_port(self, m) -> int | None:
+        """A switch port for one of member `m`'s topics, or None when its principal or its
+        connection holds all it may (`Limits.member_ports_per_*`), or none is free: one
+        client's groups never take the ports views need."""
+        limits = self.config.limits
+        if self.ports_by_principal[m.principal] >= limits.member_ports_per_principal:
+            self._no_member_port(f"{m.principal}'s members hold {limits.member_ports_per_principal}"
+                                 " ports, camus.member.ports.per.principal")
+            return None
+        if self.ports_by_connection[m.connection] >= limits.member_ports_per_connection:
+            self._no_member_port(f"connection {m.connection}'s members hold "
+                                 f"{limits.member_ports_per_connection} ports, "
+                                 "camus.member.ports.per.connection")
+            return None
+        try:
+            port = self.datapath.allocate_port()
+        except PortsExhausted as exc:
+            self._no_member_port(str(exc))
+            return None
+        self._port_holder[port] = (m.principal, m.connection)
+        self.ports_by_principal[m.principal] += 1
+        self.ports_by_connection[m.connection] += 1
+        return port
+
+    def _release_member_port(self, port: int) -> None:
+        self.datapath.unsubscribe(port)
+        principal, connection = self._port_holder.pop(port)
+        for held, key in ((self.ports_by_principal, principal),
+                          (self.ports_by_connection, connection)):
+            held[key] -= 1
+            if not held[key]:
+                del held[key]
+
+    def _no_member_port(self, why: str) -> None:
         self.members_without_port += 1
         now = time.monotonic()
         if now >= self._next_port_warning:  # at most once a minute
             self._next_port_warning = now + 60
             log.warning("a consumer group member's topic gets no switch port (%d so far): %s",
-                        self.members_without_port, exc)
+                        self.members_without_port, why)
 
     def _refresh_member_subscriptions(self) -> None:
         for g in [*self.coordinator.groups.values(), *self.consumer_groups.groups.values()]:
@@ -623,13 +685,15 @@ class Broker:
 
     # --- committed offsets ------------------------------------------------------------
 
-    def commit(self, group: str, topic: str, partition: int, offset: int, metadata: str) -> None:
-        self.offsets.setdefault(group, {})[(topic, partition)] = (offset, metadata or "")
+    def commit(self, group: str, topic: str, partition: int, offset: int, metadata: str,
+               leader_epoch: int = -1) -> None:
+        self.offsets.setdefault(group, {})[(topic, partition)] = (offset, metadata or "",
+                                                                  leader_epoch)
 
     def save_offsets(self) -> None:
         if not self.config.data_dir:
             return
-        doc = {g: [[t, p, o, md] for (t, p), (o, md) in parts.items()]
+        doc = {g: [[t, p, o, md, e] for (t, p), (o, md, e) in parts.items()]
                for g, parts in self.offsets.items()}
         path = self.config.data_dir / "offsets.json"
         tmp = path.with_suffix(".tmp")
@@ -640,7 +704,9 @@ class Broker:
         path = self.config.data_dir / "offsets.json" if self.config.data_dir else None
         if path and path.exists():
             for g, items in json.loads(path.read_text()).items():
-                self.offsets[g] = {(t, p): (o, md) for t, p, o, md in items}
+                # [topic, partition, offset, metadata(, leader epoch: files before it had none)]
+                self.offsets[g] = {(t, p): (o, md, rest[0] if rest else -1)
+                                   for t, p, o, md, *rest in items}
 
     # --- housekeeping -----------------------------------------------------------------
 

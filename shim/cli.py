@@ -1,5 +1,5 @@
 """`camus serve`: the Kafka-compatible broker backed by a target (the embedded software switch
-by default; `controller.target.open_target` knows the others)."""
+by default; `controller.targets.open_target` knows the others)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def register(subparsers) -> None:
     where.add_argument("--switch", choices=("native", "python"),
                        help="the embedded software switch's implementation: --target embedded:IMPL")
     where.add_argument("--target", default="embedded:native", metavar="SPEC",
-                       help="what records flow through, as controller.target.open_target names "
+                       help="what records flow through, as controller.targets.open_target names "
                             "it (default embedded:native, the in-process software switch; switch, "
                             "switch-veth, bmv2 or p4runtime://HOST:PORT?io=... put a P4Runtime "
                             "device in the loop: docs/remote-target.md; "
@@ -120,7 +120,8 @@ def run_topic(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from controller.target import TargetUnavailable, check_spec
+    from controller.target import TargetUnavailable
+    from controller.targets import check_spec
     from shim.broker import Config
     from shim.limits import Limits
     from shim.server import serve

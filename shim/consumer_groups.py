@@ -28,12 +28,12 @@ Theory of operation (Kafka's ConsumerGroupHeartbeat protocol, one coordinator: t
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from shim.client_regex import InvalidRegex, compile_regex
 from shim.group_coordinator import GroupError
 
 log = logging.getLogger("camus.groups")
@@ -43,6 +43,7 @@ JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
 HEARTBEAT_INTERVAL_MS = 5000  # Kafka's group.consumer.heartbeat.interval.ms default
 SESSION_TIMEOUT_MS = 45000  # Kafka's group.consumer.session.timeout.ms default
 ASSIGNOR = "uniform"
+RESOLVED_REGEXES = 256  # regexes whose matching topics are kept, until the topics change
 
 Assignment = dict[str, frozenset[int]]  # topic name -> partitions
 
@@ -64,6 +65,10 @@ class ConsumerMember:
     rack_id: str | None
     client_id: str
     client_host: str
+    # Whose Describe ACLs its regex is resolved under; its switch ports count against this
+    # principal and connection (Broker._member_port).
+    principal: str = "User:ANONYMOUS"
+    connection: int = 0
     subscribed: tuple[str, ...] = ()
     regex: str | None = None
     rebalance_timeout_ms: int = 300000
@@ -105,17 +110,39 @@ class ConsumerGroup:
 class ConsumerGroups:
     def __init__(self, on_assignments: Callable[[ConsumerGroup], None],
                  partitions: Callable[[str], int],
-                 topic_names: Callable[[], list[str]] = list) -> None:
+                 topic_names: Callable[[], list[str]] = list,
+                 may_describe: Callable[[str, str, str], bool] = lambda *_: True) -> None:
         self.groups: dict[str, ConsumerGroup] = {}
         self.on_assignments = on_assignments
         self.partitions = partitions  # topic name -> partition count (0: no such topic)
         self.topic_names = topic_names  # every topic, for subscriptions by regular expression
+        self.may_describe = may_describe  # (principal, host, topic): the topic ACL check
+        # regex -> (the topic names it was matched against, those it matched): every member
+        # heartbeats each 5 s, and matching each regex against every topic name each time
+        # would cost members x topics per heartbeat.
+        self._resolved: dict[str, tuple[list[str], frozenset[str]]] = {}
 
-    def topics_of(self, m: ConsumerMember) -> set[str]:
-        """A member's subscription: its names, and the topics its regex matches whole."""
+    def _matching(self, regex: str, names: list[str]) -> frozenset[str]:
+        hit = self._resolved.get(regex)
+        if hit is not None and hit[0] == names:
+            return hit[1]
+        rx = compile_regex(regex)  # RE2, linear time: see shim.client_regex
+        found = frozenset(t for t in names if rx.fullmatch(t) is not None)
+        self._resolved.pop(regex, None)
+        if len(self._resolved) >= RESOLVED_REGEXES:
+            del self._resolved[next(iter(self._resolved))]  # the one resolved longest ago
+        self._resolved[regex] = (names, found)
+        return found
+
+    def topics_of(self, m: ConsumerMember, names: list[str] | None = None) -> set[str]:
+        """A member's subscription: its names, and the topics its regex matches whole among
+        those its principal may describe (as Kafka resolves regexes; names it may not
+        describe are refused before they get here, by the heartbeat's handler)."""
         found = set(m.subscribed)
         if m.regex:
-            found |= {t for t in self.topic_names() if re.fullmatch(m.regex, t)}
+            names = self.topic_names() if names is None else names
+            found |= {t for t in self._matching(m.regex, names)
+                      if self.may_describe(m.principal, m.client_host, t)}
         return found
 
     def _notify(self, g: ConsumerGroup) -> None:
@@ -127,16 +154,17 @@ class ConsumerGroups:
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *,
                   instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
                   subscribed: tuple[str, ...] | None, regex: str | None,
-                  owned: Assignment | None, client_id: str, client_host: str) -> dict:
+                  owned: Assignment | None, client_id: str, client_host: str,
+                  principal: str = "User:ANONYMOUS", connection: int = 0) -> dict:
         """One ConsumerGroupHeartbeat: the answer's member_id, member_epoch and assignment
         (None: unchanged); GroupError for an error answer."""
         if not group_id:
             raise GroupError("invalid_group_id")
         if regex:
             try:
-                re.compile(regex)
-            except re.error as exc:
-                raise GroupError("invalid_regular_expression", f"{regex!r}: {exc}") from None
+                compile_regex(regex)
+            except InvalidRegex as exc:
+                raise GroupError("invalid_regular_expression", str(exc)) from None
         if group_id not in self.groups and member_epoch != JOIN_EPOCH:
             # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal; but Kafka
             # keeps its groups across restarts and camus does not, so a member of a group
@@ -157,6 +185,7 @@ class ConsumerGroups:
                 raise GroupError("fenced_member_epoch",
                                  f"epoch {member_epoch}; the member's is {m.epoch}")
         m.last_seen, m.left = time.monotonic(), False
+        m.principal, m.client_host, m.connection = principal, client_host, connection
         m.rebalance_timeout_ms = rebalance_timeout_ms if rebalance_timeout_ms > 0 else 300000
         if owned is not None:
             m.owned = {t: ps for t, ps in owned.items() if ps}
@@ -227,18 +256,21 @@ class ConsumerGroups:
         self._notify(g)
 
     def _counts(self, g: ConsumerGroup) -> dict[str, int]:
-        topics = {t for m in g.members.values() for t in self.topics_of(m)}
+        names = self.topic_names()
+        topics = {t for m in g.members.values() for t in self.topics_of(m, names)}
         return {t: self.partitions(t) for t in sorted(topics)}
 
     def _assign(self, g: ConsumerGroup) -> None:
         """The target assignment: per topic, even shares for its subscribers, sticky."""
         counts = self._counts(g)
+        names = self.topic_names()
+        wants = {mid: self.topics_of(m, names) for mid, m in g.members.items()}
         if counts != g.partition_counts and g.epoch == g.assignment_epoch:
             g.epoch += 1  # a subscribed topic appeared, vanished or grew
         g.partition_counts = counts
         target: dict[str, dict[str, set[int]]] = {mid: {} for mid in g.members}
         for topic, n in counts.items():
-            subs = sorted(mid for mid, m in g.members.items() if topic in self.topics_of(m))
+            subs = sorted(mid for mid in g.members if topic in wants[mid])
             if not subs or n <= 0:
                 continue
             quota = {mid: n // len(subs) + (1 if i < n % len(subs) else 0)

@@ -1,7 +1,7 @@
 """The one way records flow: reframed into packets, through the target, to endpoints.
 
 Theory of operation. The broker drives one target (`controller.target.Target`, opened by
-`controller.target.open_target`: today the embedded software switch) programmed with the
+`controller.targets.open_target`: today the embedded software switch) programmed with the
 static Kafka pipeline: `p4/kafka/kafka.p4` compiled with `static=True`, so the pipeline
 never changes and a subscription change only changes table entries and multicast groups.
 Every egress port is one subscription endpoint: a view (all partitions of its source,
@@ -159,6 +159,8 @@ class DataPath:
         self._on_applied: list[tuple[int, Callable[[], None]]] = []
         self._worker: ThreadPoolExecutor | None = None  # set by compile_in_background()
         self._compiling = False
+        # Endpoints whose last compile failed (the error), until one of theirs commits.
+        self.failed: dict[int, str] = {}
         self._free_ports: list[int] = []
         self._next_port = 1
         # Sends not yet reported, in order, with the `after` callbacks queued behind them.
@@ -195,6 +197,7 @@ class DataPath:
         if self.subscriptions.pop(port, None) is not None:
             self._changed(port)
         self.reassemblers.pop(port, None)
+        self.failed.pop(port, None)
         self.log_ports.discard(port)
         self.stats.packets_out.pop(port, None)
         self.stats.false_positives.pop(port, None)
@@ -288,6 +291,7 @@ class DataPath:
             # until the next change, which compiles it again.
             log.error("compiling %d changed subscriptions failed; the target keeps its "
                       "entries: %s", len(subs), future.exception())
+            self.failed.update({p: str(future.exception()) for p, s in subs.items() if s})
             self._changed_ports.update(subs)
             self._applied = epoch
             self._dirty = epoch != self._epoch  # not retried until the next change
@@ -312,6 +316,7 @@ class DataPath:
             self.target.load(self.pipeline, self.compiler.entries())
             self._reload = False
         for port, sub in prepared.subs.items():
+            self.failed.pop(port, None)
             old = self._on_target.pop(port, None)
             if old is not None:
                 self._topics[old] -= 1
@@ -340,8 +345,8 @@ class DataPath:
         budget = self.budget.max_entries
         if not was.alpha:
             self.stats.approximations += 1
-            log.warning("the subscriptions' exact rules compile to more than the budget of %d "
-                        "entries (--max-entries): the switch now holds a superset approximated "
+            log.warning("the subscriptions' exact rules do not fit the budget of %d entries "
+                        "(--max-entries): the switch now holds a superset approximated "
                         "with alpha %s (%d entries), and %d view(s) re-check every record they "
                         "receive", budget, format_alpha(held.alpha), held.entries,
                         len(held.recheck))

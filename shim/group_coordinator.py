@@ -15,7 +15,8 @@ Theory of operation (Kafka's classic protocol, one coordinator: this broker).
   peer in ../shared/peers/kafka runs). Completion
   bumps the generation, picks the first protocol every member offers, keeps or elects
   a leader, and answers every parked join (the leader also gets every member's
-  metadata).
+  metadata). As Kafka, every member's session starts again then: a join that waited
+  longer than its session timeout for the others must not be expired before its sync.
 - SyncGroup from the leader stores the assignments and answers every parked sync;
   the group is Stable. Other members' syncs wait for it.
 - Heartbeat answers REBALANCE_IN_PROGRESS while a rebalance is pending, which is how
@@ -66,6 +67,10 @@ class Member:
     join: asyncio.Future | None = None
     sync: asyncio.Future | None = None
     port: int | None = None  # the switch port its assignment is delivered to
+    # Who joined it, and over which connection: its switch ports count against both
+    # (Broker._member_port), so one client cannot take every port.
+    principal: str = "User:ANONYMOUS"
+    connection: int = 0
 
     def metadata(self, protocol: str) -> bytes:
         return next((m for n, m in self.protocols if n == protocol), b"")
@@ -111,7 +116,9 @@ class Coordinator:
 
     async def join(self, group_id: str, member_id: str, instance_id: str | None,
                    protocol_type: str, protocols: list[tuple[str, bytes]], session_ms: int,
-                   rebalance_ms: int, client_id: str, host: str, require_id: bool) -> dict:
+                   rebalance_ms: int, client_id: str, host: str, require_id: bool,
+                   owner: tuple[str, int] = ("User:ANONYMOUS", 0)) -> dict:
+        """One JoinGroup; `owner` is the (principal, connection id) it came from."""
         if not group_id:
             raise GroupError("invalid_group_id")
         if not self.min_session_ms <= session_ms <= self.max_session_ms:
@@ -128,7 +135,7 @@ class Coordinator:
             if (old is not None and g.state == STABLE
                     and [n for n, _ in protocols] == [n for n, _ in old.protocols]):
                 return self._replace_static(g, old, client_id, host, protocols, session_ms,
-                                            rebalance_ms)
+                                            rebalance_ms, owner)
             # A static member coming back replaces its previous incarnation at once.
             for old_id in [mid for mid, m in g.members.items() if m.instance_id == instance_id]:
                 self._drop(g, old_id, "fenced_instance_id")
@@ -154,7 +161,7 @@ class Coordinator:
             if m.join is not None and not m.join.done():
                 m.join.set_exception(GroupError("rebalance_in_progress"))
             m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, session_ms, rebalance_ms
-        m.last_seen = time.monotonic()
+        m.last_seen, (m.principal, m.connection) = time.monotonic(), owner
         m.join = asyncio.get_running_loop().create_future()
         g.protocol_type = protocol_type
         if g.state != PREPARING:
@@ -164,7 +171,7 @@ class Coordinator:
 
     def _replace_static(self, g: Group, old: Member, client_id: str, host: str,
                         protocols: list[tuple[str, bytes]], session_ms: int,
-                        rebalance_ms: int) -> dict:
+                        rebalance_ms: int, owner: tuple[str, int]) -> dict:
         """As Kafka: a static member rejoining a Stable group with the same protocols takes
         its previous incarnation's place and assignment under a new member id, without a
         rebalance. The answer names the previous leader id, so a rejoining leader does not
@@ -176,7 +183,8 @@ class Coordinator:
                 fut.set_exception(GroupError("fenced_instance_id"))
         m = Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id, host, old.instance_id,
                    session_ms, rebalance_ms, old.protocol_type, protocols,
-                   assignment=old.assignment, port=old.port)
+                   assignment=old.assignment, port=old.port, principal=owner[0],
+                   connection=owner[1])
         g.members[m.member_id] = m
         if g.leader == old.member_id:
             g.leader = m.member_id
@@ -243,8 +251,10 @@ class Coordinator:
         g.state = COMPLETING
         log.info("group %s: generation %d, %d member(s), leader %s", g.group_id, g.generation,
                  len(g.members), g.leader)
+        now = time.monotonic()
         for m in g.members.values():
             m.assignment = b""
+            m.last_seen = now  # its session starts again, however long its join waited
         self._notify(g)
         for m in g.members.values():
             if m.join is not None and not m.join.done():

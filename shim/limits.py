@@ -4,8 +4,11 @@ No client may take the broker down by holding what everyone shares: file descrip
 (`max.connections`, and idle connections closed after `connections.max.idle.ms`), memory for
 requests being received (`queued.max.request.bytes`, shared by all connections), memory for
 one Fetch answer (`fetch.max.bytes`) and partitions made by one request
-(`MAX_PARTITIONS_PER_REQUEST`, as Kafka's controller). A `--config` file sets the
-configurable ones under the names below; DescribeConfigs on the broker reports them.
+(`MAX_PARTITIONS_PER_REQUEST`, as Kafka's controller), the switch's endpoint ports (509:
+a group member's topic takes one only within its principal's and its connection's bound, so
+no client can leave views without ports; beyond the bound it reads through Fetch as
+before). A `--config` file sets the configurable ones under the names below; DescribeConfigs
+on the broker reports them.
 """
 
 from __future__ import annotations
@@ -25,11 +28,18 @@ DEFAULT_FETCH_MAX_BYTES = 55 << 20  # 57,671,680
 MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's controller refuses more in one request
 FD_RESERVE = 256  # descriptors kept for everything but client connections
 SMALL_REQUEST = 1 << 16  # requests up to one socket read need no reservation
+# Group members' switch ports, of the 509 (shim.datapath.LAST_ENDPOINT): one principal's
+# members hold at most a quarter of them, one connection's a sixteenth, so views (and
+# other principals) always find ports; the rest of a member's topics go without one.
+DEFAULT_MEMBER_PORTS_PER_PRINCIPAL = 128
+DEFAULT_MEMBER_PORTS_PER_CONNECTION = 32
 
 CONFIG_NAMES = {"max.connections": "max_connections",
                 "connections.max.idle.ms": "idle_ms",
                 "queued.max.request.bytes": "queued_bytes",
-                "fetch.max.bytes": "fetch_max_bytes"}
+                "fetch.max.bytes": "fetch_max_bytes",
+                "camus.member.ports.per.principal": "member_ports_per_principal",
+                "camus.member.ports.per.connection": "member_ports_per_connection"}
 
 
 def raise_fd_limit() -> int:
@@ -51,6 +61,8 @@ class Limits:
     idle_ms: int = DEFAULT_IDLE_MS
     queued_bytes: int = DEFAULT_QUEUED_BYTES
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    member_ports_per_principal: int = DEFAULT_MEMBER_PORTS_PER_PRINCIPAL
+    member_ports_per_connection: int = DEFAULT_MEMBER_PORTS_PER_CONNECTION
 
     @classmethod
     def from_config(cls, doc: dict) -> "Limits":

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shim.native_kafka import native as _native  # None: `packets` frames every record
+from shim.protocol.native import native as _native  # None: `packets` frames every record
 
 HEADER = struct.Struct(">IIQHHI8Q")  # topic, partition, offset, frag index, frag count, length, slots
 ETH_IP_UDP = 14 + 20 + 8

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from compiler.errors import CamusError
-from shim.native_kafka import native as _native  # None: json.loads does it all
+from shim.protocol.native import native as _native  # None: json.loads does it all
 
 SLOTS = 8
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(u8|u16|u32|u64|str[1-8])=(.+)$")
@@ -62,7 +62,7 @@ class Schema:
     fields: list[SchemaField]
     text: str = ""
     misses: dict[str, int] = field(default_factory=dict)  # field -> records given the zero value
-    # The JSON fields' paths for shim._native.JsonPaths, which reads them out of a value
+    # The JSON fields' paths for shim.protocol._native.JsonPaths, which reads them out of a value
     # without json.loads (~10x faster), deferring to it where it cannot match it exactly;
     # None without the extension.
     _json_paths: object = field(default=None, init=False, repr=False, compare=False)

@@ -10,8 +10,10 @@ keeps the connection (if even that answer cannot be built, the connection is clo
 Resources are bounded as `shim.limits` says: connections past `max.connections` are closed
 as they arrive, a connection idle for `connections.max.idle.ms` is closed, and a request
 larger than one socket read is read only once its size is reserved from the shared
-`queued.max.request.bytes` pool.
-Protocol errors follow docs/kafka-protocol.md: send the prepared answer when there is one,
+`queued.max.request.bytes` pool. Before a SASL connection has authenticated, a frame larger
+than `sasl.server.max.receive.size` closes it instead, so strangers cannot take that pool.
+Protocol errors follow docs/kafka-protocol.md: send the prepared answer when there is one
+(on a SASL listener before authentication, only to ApiVersions and the SASL requests),
 otherwise log and close this connection only.
 """
 
@@ -22,6 +24,7 @@ import contextlib
 import dataclasses
 import datetime
 import inspect
+import itertools
 import logging
 import signal
 import time
@@ -41,6 +44,7 @@ log = logging.getLogger("camus.server")
 TICK_SECONDS = 0.25
 FLUSH_BYTES = 1 << 20  # answers held back to leave together, at most
 TLS_HANDSHAKE_SECONDS = 10  # a client that starts TLS and stalls holds a slot no longer
+_CONNECTION_NUMBERS = itertools.count(1)  # Context.connection: 0 is "no connection"
 
 
 async def _answer(ctx: Context, request, flush):
@@ -71,6 +75,11 @@ async def _answer(ctx: Context, request, flush):
             return None
 
 
+def _api_name(conn: ServerConnection, key: int | None) -> str:
+    api = conn.registry.get(key) if key is not None else None
+    return api.name if api is not None else f"API key {key}"
+
+
 QUOTA_KEYS = {"Produce": "producer_byte_rate", "Fetch": "consumer_byte_rate"}
 
 
@@ -97,7 +106,7 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
     security = broker.config.security
     session = Session(listener, security, broker.users,
                       certificate_principal(writer.get_extra_info("ssl_object")))
-    ctx = Context(broker, peer[0], session)
+    ctx = Context(broker, peer[0], session, next(_CONNECTION_NUMBERS))
     failed_auth_delay = security.failed_auth_delay_ms / 1000
     conn = ServerConnection()
     # Answers to requests that arrived together (a client pipelines them: librdkafka sends
@@ -107,6 +116,13 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
     # for fetch.wait.max.ms before the other partitions are asked for.
     pending: list[bytes] = []
 
+    def limit_frames() -> None:  # before each frame: authenticating or not may have changed
+        cap = session.max_receive_size
+        if cap is None:
+            conn.limit_frames()
+        else:
+            conn.limit_frames(cap, "sasl.server.max.receive.size before authentication")
+
     async def flush() -> None:
         if pending:
             writer.write(b"".join(pending))
@@ -115,6 +131,7 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
 
     try:
         while True:
+            limit_frames()
             size = conn.pending_frame_size
             if size is not None and size > SMALL_REQUEST and not reserved:
                 reserved = await memory.reserve(size)
@@ -127,8 +144,14 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                 return
             conn.receive_data(data)
             while True:
+                limit_frames()
                 if session.raw_tokens:  # after a v0 SaslHandshake: bare SASL tokens
-                    token = conn.next_raw_frame()
+                    try:
+                        token = conn.next_raw_frame()
+                    except ProtocolError as exc:  # only framing: a token has no header
+                        log.warning("client %s:%s: %s", peer[0], peer[1], exc)
+                        await flush()
+                        return
                     if token is None:
                         break
                     answer, failure, _ = session.step(token)
@@ -143,7 +166,12 @@ async def _serve_connection(broker: Broker, reader: asyncio.StreamReader,
                     request = conn.next_request()
                 except ProtocolError as exc:
                     log.warning("client %s:%s: %s (%s)", peer[0], peer[1], exc, exc.error_code.name)
-                    if exc.response is None:
+                    # An error answer is an answer too: before authentication only ApiVersions
+                    # and the SASL requests get one, whatever their version.
+                    refusal = exc.response is not None and session.refuse(_api_name(conn, exc.api_key))
+                    if refusal:
+                        log.warning("client %s:%s: %s; closing the connection", peer[0], peer[1], refusal)
+                    if exc.response is None or refusal:
                         await flush()
                         return
                     pending.append(exc.response)
@@ -227,6 +255,8 @@ async def serve(config: Config, on_ready=None, stop: asyncio.Event | None = None
     security = config.security
     security.listeners = security.listeners or [Listener("PLAINTEXT", config.host, config.port)]
     security.check()
+    if (idle := security.idle_settings()) is not None:
+        log.warning("%s", idle)
     tls = {sasl: server_context(security, sasl) for sasl in {lst.sasl for lst in security.listeners
                                                              if lst.tls}}
     servers = []

@@ -23,18 +23,21 @@ state, and become the group's committed offsets only when the commit completes.
 The coordinator decides; `Broker` does the writing (markers in partition logs, offsets),
 through the two callbacks it passes in. A transaction whose producer neither commits nor
 aborts within its `transaction.timeout.ms` is aborted by the broker's tick, with the epoch
-bumped so the producer is fenced, as Kafka does.
+bumped so the producer is fenced, as Kafka does. Past MAX_EPOCH the transactional id gets a
+new producer id, after the open transaction is aborted under the old one
+(`_fence_and_abort`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from shim.client_regex import compile_regex
 
 EMPTY, ONGOING = "Empty", "Ongoing"
 PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
@@ -61,28 +64,30 @@ class Txn:
     timeout_ms: int
     state: str = EMPTY
     partitions: set[tuple[str, int]] = field(default_factory=set)
-    # group -> (topic, partition) -> (offset, metadata), applied when the commit completes
-    offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = field(default_factory=dict)
+    # group -> (topic, partition) -> (offset, metadata, leader epoch), applied when the
+    # commit completes
+    offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = field(default_factory=dict)
     started_ms: int = -1
 
     def to_json(self) -> dict:
         return {"id": self.transactional_id, "pid": self.producer_id, "epoch": self.epoch,
                 "timeout_ms": self.timeout_ms, "state": self.state,
                 "partitions": sorted(self.partitions), "started_ms": self.started_ms,
-                "offsets": {g: [[t, p, o, md] for (t, p), (o, md) in parts.items()]
+                "offsets": {g: [[t, p, o, md, e] for (t, p), (o, md, e) in parts.items()]
                             for g, parts in self.offsets.items()}}
 
     @classmethod
     def from_json(cls, d: dict) -> Txn:
         return cls(d["id"], d["pid"], d["epoch"], d["timeout_ms"], d["state"],
                    {(t, p) for t, p in d["partitions"]},
-                   {g: {(t, p): (o, md) for t, p, o, md in items}
+                   {g: {(t, p): (o, md, rest[0] if rest else -1)  # files before the epoch
+                        for t, p, o, md, *rest in items}
                     for g, items in d["offsets"].items()}, d["started_ms"])
 
 
 # (partitions, producer id, epoch, commit?) -> None; raises to leave the transaction prepared
 WriteMarkers = Callable[[set, int, int, bool], None]
-# group -> {(topic, partition): (offset, metadata)}
+# group -> {(topic, partition): (offset, metadata, leader epoch)}
 ApplyOffsets = Callable[[dict], None]
 
 
@@ -94,10 +99,14 @@ class TransactionCoordinator:
         self._write_markers = write_markers
         self._apply_offsets = apply_offsets
         self.txns: dict[str, Txn] = {}
+        # producer id -> the transactional id it is the current producer id of, so Produce
+        # can refuse a batch that borrows it without that transactional id
+        self._owners: dict[int, str] = {}
         if self.path and self.path.exists():
             for d in json.loads(self.path.read_text()):
                 t = Txn.from_json(d)
                 self.txns[t.transactional_id] = t
+                self._owners[t.producer_id] = t.transactional_id
 
     def _save(self) -> None:
         if not self.path:
@@ -120,6 +129,7 @@ class TransactionCoordinator:
         t = self.txns.get(txn_id)
         if t is None:
             t = self.txns[txn_id] = Txn(txn_id, self._new_producer_id(), 0, timeout_ms)
+            self._owners[t.producer_id] = txn_id
             self._save()
             return t.producer_id, t.epoch
         if producer_id >= 0 and (producer_id, epoch) != (t.producer_id, t.epoch):
@@ -128,19 +138,41 @@ class TransactionCoordinator:
         if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
             self._complete(t)  # finish what a failed marker write left, then go on
         t.timeout_ms = timeout_ms
-        self._bump(t)
         if t.state == ONGOING:  # the old instance's transaction: abort it, fenced
-            self._end(t, commit=False)
+            self._fence_and_abort(t)
         else:
+            self._bump(t)
             t.state = EMPTY
             self._save()
         return t.producer_id, t.epoch
 
+    def owner(self, producer_id: int) -> str | None:
+        """The transactional id whose current producer id this is, or None."""
+        return self._owners.get(producer_id)
+
     def _bump(self, t: Txn) -> None:
+        """The next epoch, or a new producer id at epoch 0 once MAX_EPOCH is used up."""
         if t.epoch >= MAX_EPOCH:
+            self._owners.pop(t.producer_id, None)
             t.producer_id, t.epoch = self._new_producer_id(), 0
+            self._owners[t.producer_id] = t.transactional_id
         else:
             t.epoch += 1
+
+    def _fence_and_abort(self, t: Txn) -> None:
+        """Abort the open transaction at the next epoch, fencing the instance that opened it.
+
+        The markers carry the producer id of the transaction's records, whatever the epoch:
+        a partition closes a transaction only on its own producer's marker. At the last
+        epoch that is MAX_EPOCH + 1 (Short.MAX_VALUE, never handed to a producer), and the
+        transactional id gets its new producer id only once the abort is complete, as
+        Kafka's coordinator does (KIP-360). A failed marker write leaves the abort prepared
+        under the old producer id, which `recover` and the next InitProducerId finish."""
+        t.epoch += 1
+        self._end(t, commit=False)
+        if t.epoch > MAX_EPOCH:
+            self._bump(t)
+            self._save()
 
     def _current(self, txn_id: str, producer_id: int, epoch: int) -> Txn:
         """The transactional id's state, if `producer_id` and `epoch` are its current ones."""
@@ -248,8 +280,7 @@ class TransactionCoordinator:
         expired = []
         for t in self.txns.values():
             if t.state == ONGOING and now_ms - t.started_ms > t.timeout_ms:
-                self._bump(t)
-                self._end(t, commit=False)
+                self._fence_and_abort(t)
                 expired.append(t.transactional_id)
         return expired
 
@@ -257,10 +288,10 @@ class TransactionCoordinator:
                 pattern: str | None) -> list[Txn]:
         """ListTransactions: every filter given must hold."""
         now = int(time.time() * 1000)
-        rx = re.compile(pattern) if pattern else None
+        rx = compile_regex(pattern) if pattern else None  # RE2 (linear time); InvalidRegex
         return [t for t in self.txns.values()
                 if (not states or t.state in states)
                 and (not producer_ids or t.producer_id in producer_ids)
                 and (min_duration_ms < 0 or (t.state == ONGOING
                                              and now - t.started_ms >= min_duration_ms))
-                and (rx is None or rx.fullmatch(t.transactional_id))]
+                and (rx is None or rx.fullmatch(t.transactional_id) is not None)]

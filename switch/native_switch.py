@@ -2,7 +2,7 @@
 
 The extension is the Rust crate switch/native (PyO3), built by `pip install -e .`: one class,
 `Switch` (parse, table walk, replication, MoldUDP64 pruning), which `NativeDataPlane` drives.
-The broker's Kafka fast paths are a separate crate and module (shim/native, `shim._native`).
+The broker's Kafka fast paths are a separate crate and module (shim/native, `shim.protocol._native`).
 
 There is no silent fallback: the pure-Python switch is another data plane, chosen by name
 (`--switch python`, `impl="python"`). So a missing build, or one made from other source than

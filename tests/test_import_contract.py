@@ -72,3 +72,42 @@ def test_an_upward_import_breaks_the_layers(tmp_path):
     named = f"compiler -> shim (l.{line})"
     assert named not in before.stdout
     assert after.returncode != 0 and named in after.stdout, after.stdout + after.stderr
+
+
+def test_the_codec_importing_the_server_breaks_the_contract(tmp_path):
+    """shim.protocol is sans-IO: no module of the shim around it, present or added later
+    (the contract forbids `shim.*`, not a list). Its record walk's compiled half is
+    shim.protocol._native for that reason; shim.protocol.records reached into
+    shim.native_kafka before."""
+    _copy_sources(tmp_path)
+    before = _lint_imports(tmp_path, "--contract", "sans-io-codec")
+    assert before.returncode == 0, before.stdout + before.stderr
+    (tmp_path / "shim" / "later.py").write_text('"""A server module added after the contract."""\n')
+    target = tmp_path / "shim" / "protocol" / "records.py"
+    line = len(target.read_text().splitlines()) + 1
+    with open(target, "a") as fh:
+        fh.write("from shim import later  # the codec may not know the server\n")
+    after = _lint_imports(tmp_path, "--contract", "sans-io-codec")
+    named = f"shim.protocol.records -> shim.later (l.{line})"
+    assert after.returncode != 0 and named in after.stdout, after.stdout + after.stderr
+
+
+def test_the_target_interface_importing_an_implementation_breaks_the_contract(tmp_path):
+    """controller.target is the interface alone; the factory is controller.targets. A
+    deferred import of an implementation from the interface (what open_target did there,
+    closing a circle of six modules) is refused twice: by the interface's own contract and
+    as a cycle, which no ignore line excuses any more."""
+    _copy_sources(tmp_path)
+    for contract in ("target-interface", "acyclic-modules"):
+        before = _lint_imports(tmp_path, "--contract", contract)
+        assert before.returncode == 0, contract + before.stdout + before.stderr
+    target = tmp_path / "controller" / "target.py"
+    line = len(target.read_text().splitlines()) + 4
+    with open(target, "a") as fh:
+        fh.write("\n\ndef _embedded():\n    from controller.embedded import EmbeddedTarget\n"
+                 "    return EmbeddedTarget\n")
+    interface = _lint_imports(tmp_path, "--contract", "target-interface")
+    assert interface.returncode != 0
+    assert f"controller.target -> controller.embedded (l.{line})" in interface.stdout, interface.stdout
+    cycle = _lint_imports(tmp_path, "--contract", "acyclic-modules")
+    assert cycle.returncode != 0 and ".target -> .embedded" in cycle.stdout, cycle.stdout

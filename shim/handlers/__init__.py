@@ -24,6 +24,7 @@ class Context:
     broker: Broker
     client_host: str = "127.0.0.1"
     session: Any = None  # shim.security.session.Session: listener, principal, SASL state
+    connection: int = 0  # this connection's number, unique while the broker runs
 
 
 HANDLERS: dict = {}

@@ -4,10 +4,15 @@ A view is created like any topic, with configs `camus.source` and `camus.filter`
 catalog checks the filter against the source's schema before anything exists, so a bad
 filter fails this call with the parser's line/column in error_message (INVALID_CONFIG).
 Replication factors other than 1 (or -1, "the default") are refused: there is one broker;
-manual replica assignments are accepted when each names that broker alone.
+manual replica assignments are accepted when each names that broker alone. A view is answered
+once its entries are on the switch and it holds its source's records, within the request's
+timeout: a view whose filter does not compile, or not in time, is deleted again and its
+answer says why (POLICY_VIOLATION, REQUEST_TIMED_OUT).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from shim.protocol import ErrorCode
 from shim.protocol.admin import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -19,6 +24,9 @@ DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT_CONFIG = 1, 4, 5  # DescribeConfigs config
 # DescribeConfigs v3+ config_type values, and the types of the configs described here, as
 # Kafka's ConfigDef declares them (kafka-python's suite checks retention.bytes is LONG).
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+# How long CreateTopics waits for a view's entries when the request sets no timeout: less
+# than librdkafka's and Java's default request timeouts (60 s, 30 s).
+VIEW_WAIT = 25.0
 CONFIG_TYPES = {"cleanup.policy": LIST, "retention.ms": LONG, "retention.bytes": LONG,
                 "segment.bytes": INT, "max.message.bytes": INT, "broker.id": INT, "node.id": INT,
                 "num.partitions": INT, "auto.create.topics.enable": BOOLEAN,
@@ -97,6 +105,12 @@ async def handle_create_topics(ctx, request):
             {"name": t.name, "num_partitions": -1, "replication_factor": -1,
              "error_code": ErrorCode.policy_violation, "error_message": too_many}
             for t in request.body.topics])
+    # The request's timeout bounds the wait for views, less a tenth (at most a second) for
+    # the answer to reach a client whose own timeout is the same (`camus topic create`);
+    # with none (0: "do not wait", which a view cannot honour), VIEW_WAIT.
+    loop = asyncio.get_running_loop()
+    wait = request.body.timeout.total_seconds()
+    deadline = loop.time() + (wait - min(1.0, wait / 10) if wait > 0 else VIEW_WAIT)
     for t in request.body.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         entry = {"name": t.name, "num_partitions": -1, "replication_factor": -1}
@@ -122,8 +136,15 @@ async def handle_create_topics(ctx, request):
                                         partitions_given=t.num_partitions != -1 or bool(t.assignments))
             if topic.is_view and not request.body.validate_only:
                 # Answered once the view holds its source's records: its entries compile
-                # on a worker meanwhile, and every other request goes on being served.
-                await broker.view_ready(topic.name)
+                # on a worker meanwhile, and every other request goes on being served. If
+                # they fail to, or take longer than the request may wait, the view goes
+                # and the answer says why: a client never waits on a view it cannot see
+                # answered, nor finds one it was told failed.
+                try:
+                    await broker.view_ready(topic.name, max(0.0, deadline - loop.time()))
+                except TopicError as exc:
+                    broker.delete_topic(topic)
+                    raise TopicError(f"{exc}; the view was not created", exc.code_name) from None
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
                          replication_factor=1, error_code=ErrorCode.none,
                          configs=topic_configs(topic))

@@ -22,7 +22,7 @@ from shim.protocol.cluster_admin import (APPEND, BROKER_RESOURCE, CLIENT_METRICS
                                          GROUP_RESOURCE, METADATA_TOPIC, PREFERRED_ELECTION, SET,
                                          SUBTRACT, TOPIC_RESOURCE, UNCLEAN_ELECTION)
 from shim.security import acl, authorize
-from shim.topics import TopicError
+from shim.topics import FILTER, SOURCE, TopicError
 
 BROKER_LOGGER_RESOURCE = 8
 LIST_CONFIGS = {"cleanup.policy"}  # topic configs of Kafka's LIST type (APPEND / SUBTRACT)
@@ -107,6 +107,19 @@ def _may_alter_configs(ctx, resource_type: int, name: str) -> TopicError | None:
     return None
 
 
+def _may_refilter(ctx, topic, configs: dict[str, str]) -> None:
+    """A view's filter or source changed needs READ on its source (and on a new one named),
+    as creating the view does: else ALTER_CONFIGS on one's own view would widen it to
+    records one may not read."""
+    changed = [k for k in (FILTER, SOURCE) if configs.get(k) != topic.configs.get(k)]
+    if not changed or not (topic.is_view or SOURCE in configs):
+        return
+    for source in dict.fromkeys(s for s in (topic.source, configs.get(SOURCE)) if s):
+        if not authorize.topic(ctx, acl.READ, source):
+            raise TopicError(f"changing {' and '.join(changed)} of {topic.name!r} needs READ on "
+                             f"its source {source!r}", "topic_authorization_failed")
+
+
 async def _alter(ctx, request, incremental: bool):
     broker, out, rebuilt = ctx.broker, [], []
     named = [(r.resource_type, r.resource_name) for r in request.body.resources]
@@ -139,12 +152,18 @@ async def _alter(ctx, request, incremental: bool):
                 if any(c.value is None for c in r.configs):
                     raise TopicError("AlterConfigs cannot set a config to null", "invalid_request")
                 configs = {c.name: c.value for c in r.configs}
+            _may_refilter(ctx, topic, configs)
             if broker.alter_topic(topic, configs, validate_only=request.body.validate_only):
                 rebuilt.append(topic.name)
         except TopicError as exc:
             entry.update(error_code=ErrorCode[exc.code_name], error_message=str(exc))
     for name in rebuilt:  # answered once each re-filtered view holds its source's records
-        await broker.view_ready(name)
+        try:
+            await broker.view_ready(name)
+        except TopicError as exc:  # the new filter is kept; its compile is retried later
+            for entry in out:
+                if entry["resource_name"] == name:
+                    entry.update(error_code=ErrorCode[exc.code_name], error_message=str(exc))
     return request.response(responses=out)
 
 

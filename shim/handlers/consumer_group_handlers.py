@@ -47,13 +47,21 @@ def handle_consumer_group_heartbeat(ctx, request):
     if classic is not None and classic.members:
         return request.response(error_code=ErrorCode.group_id_not_found, **fail,
                                 error_message=f"Group {b.group_id} is not a consumer group.")
+    # As Kafka: a name the member may not describe fails the whole heartbeat (nothing about
+    # the group changes); a regex is resolved over describable topics only (ConsumerGroups).
+    hidden = sorted({name for name in b.subscribed_topic_names or ()
+                     if not authorize.topic(ctx, acl.DESCRIBE, name)})
+    if hidden:
+        return request.response(error_code=ErrorCode.topic_authorization_failed, **fail,
+                                error_message=f"Not authorized to describe topics {hidden}.")
     try:
         answer = broker.consumer_groups.heartbeat(
             b.group_id, b.member_id, b.member_epoch, instance_id=b.instance_id,
             rack_id=b.rack_id, rebalance_timeout_ms=int(b.rebalance_timeout.total_seconds() * 1000),
             subscribed=b.subscribed_topic_names, regex=getattr(b, "subscribed_topic_regex", None),
             owned=_by_id(ctx, b.topic_partitions), client_id=request.client_id or "",
-            client_host=ctx.client_host)
+            client_host=ctx.client_host, principal=authorize.principal(ctx),
+            connection=ctx.connection)
     except GroupError as exc:
         return request.response(error_code=ErrorCode[exc.code_name], error_message=str(exc),
                                 **fail)

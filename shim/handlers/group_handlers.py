@@ -41,7 +41,8 @@ async def handle_join_group(ctx, request):
             b.group_id, b.member_id, getattr(b, "group_instance_id", None), b.protocol_type,
             [(p.name, p.metadata) for p in b.protocols], session_ms,
             rebalance_ms if rebalance_ms > 0 else session_ms, request.client_id or "",
-            ctx.client_host, require_id=request.api_version >= 4)
+            ctx.client_host, require_id=request.api_version >= 4,
+            owner=(authorize.principal(ctx), ctx.connection))
     except GroupError as exc:
         return request.response(error_code=ErrorCode[exc.code_name], generation_id=-1,
                                 member_id=b.member_id, leader="", protocol_name="")

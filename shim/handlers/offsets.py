@@ -1,5 +1,9 @@
 """OffsetCommit and OffsetFetch: committed offsets per group, persisted in the data dir.
 
+Each commit keeps its offset, metadata and committed leader epoch (OffsetCommit v6+,
+TxnOffsetCommit v2+), and OffsetFetch v5+ answers that epoch back, as Kafka does (clients
+use it to detect log truncation after a leader change); -1 where none was sent.
+
 A commit from a member is checked against the group's generation as Kafka checks it
 (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID; REBALANCE_IN_PROGRESS only while the group is
 CompletingRebalance); a commit with generation -1 comes from a client outside group
@@ -74,7 +78,7 @@ def handle_offset_commit(ctx, request):
                 c = ErrorCode.none
             if c == ErrorCode.none:
                 broker.commit(body.group_id, topic.name, p.partition_index, p.committed_offset,
-                              p.committed_metadata)
+                              p.committed_metadata, getattr(p, "committed_leader_epoch", -1))
             parts.append({"partition_index": p.partition_index, "error_code": c})
         topics.append({**ref, "partitions": parts})
     broker.save_offsets()
@@ -118,10 +122,10 @@ def handle_offset_fetch(ctx, request):
             entries = []
             may = authorize.topic_ref(ctx, acl.DESCRIBE, topic, ref)
             for p in parts:
-                offset, meta = committed.get((name, p), (-1, "")) if may else (-1, "")
+                offset, meta, epoch = committed.get((name, p), (-1, "", -1)) if may else (-1, "", -1)
                 unstable = may and (name, p) in pending
                 entries.append({"partition_index": p, "committed_offset": -1 if unstable else offset,
-                                "committed_leader_epoch": -1, "metadata": meta,
+                                "committed_leader_epoch": -1 if unstable else epoch, "metadata": meta,
                                 "error_code": ErrorCode.topic_authorization_failed if not may
                                 else ErrorCode.unstable_offset_commit if unstable
                                 else ErrorCode.none})
@@ -134,8 +138,10 @@ def handle_offset_fetch(ctx, request):
 
 def handle_offset_delete(ctx, request):
     """As Kafka: GROUP_ID_NOT_FOUND for a group it does not know; NON_EMPTY_GROUP for an
-    active group whose subscriptions it cannot read; GROUP_SUBSCRIBED_TO_TOPIC for a
-    partition of a topic the active group subscribes to; otherwise the offset is gone."""
+    active group whose subscriptions it cannot read; TOPIC_AUTHORIZATION_FAILED for every
+    partition of a topic the caller may not READ, whether it exists or not (DELETE on the
+    group was checked before the handler); GROUP_SUBSCRIBED_TO_TOPIC for a partition of a
+    topic the active group subscribes to; otherwise the offset is gone."""
     broker, body = ctx.broker, request.body
     consumer = broker.consumer_groups.groups.get(body.group_id)
     if (body.group_id not in broker.coordinator.groups and consumer is None
@@ -150,9 +156,11 @@ def handle_offset_delete(ctx, request):
     committed, topics = broker.offsets.get(body.group_id, {}), []
     for t in body.topics:
         topic = broker.catalog.get(t.name)
-        parts = []
+        may_read, parts = authorize.topic(ctx, acl.READ, t.name), []
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < broker.catalog.partitions_of(topic):
+            if not may_read:
+                code = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < broker.catalog.partitions_of(topic):
                 code = ErrorCode.unknown_topic_or_partition
             elif t.name in subscribed:
                 code = ErrorCode.group_subscribed_to_topic

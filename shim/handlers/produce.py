@@ -5,9 +5,13 @@ and their records validated before any offset is assigned, so a bad batch fails 
 partition; the records are built only if the topic has subscribers (views, group members).
 Idempotent batches (producer id >= 0) go through `shim.producers`: a retry gets its
 original offset back, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
-INVALID_PRODUCER_EPOCH. A transactional producer's batches (transactional_id set) append
-only to partitions of its open transaction, at its current epoch (`_txn_refusal`).
-A compacted topic refuses a batch holding a record without a key (INVALID_RECORD).
+INVALID_PRODUCER_EPOCH. A transactional producer's batches (transactional_id set, which
+needs WRITE on that id) append only to partitions of its open transaction, under that id's
+producer id and current epoch; that producer id is refused in batches without its
+transactional id (`_txn_refusal`), so no one who may merely write the topic can take over
+another's sequence numbers or slip a record into another's transaction.
+A compacted topic refuses a batch holding a record without a key (INVALID_RECORD), naming
+each such record in record_errors (KIP-467, Produce v8+).
 Views are read-only (INVALID_TOPIC_EXCEPTION). A batch larger
 than the topic's max.message.bytes (Kafka's default, 1048588) fails its partition with
 MESSAGE_TOO_LARGE, as Kafka's does. A partition whose files cannot be written (disk full)
@@ -35,6 +39,11 @@ def handle_produce(ctx, request):
     broker = ctx.broker
     if request.body.acks not in (-1, 0, 1):
         return request.error_response(ErrorCode.invalid_required_acks)
+    txn_id = request.body.transactional_id
+    if txn_id is not None and not authorize.transactional_id(ctx, acl.WRITE, txn_id):
+        # As Kafka's KafkaApis: WRITE on the transactional id, for the whole request; else
+        # anyone who may write the topic could append to another principal's transaction.
+        return request.error_response(ErrorCode.transactional_id_authorization_failed)
     by_topic: dict = {}
     for ref, index, raw in produce.partitions(request):
         topic = broker.catalog.resolve(ref)
@@ -69,10 +78,11 @@ def handle_produce(ctx, request):
         if not batches:
             answer.update(error_code=ErrorCode.invalid_record, error_message="no record batch")
             continue
-        if topic.compacted and any(r.key is None for b in batches for r in batch_records(b)):
-            answer.update(error_code=ErrorCode.invalid_record,  # as Kafka's LogValidator
-                          error_message="Compacted topic cannot accept message without key")
-            continue
+        if topic.compacted:
+            keyless = _keyless_records(batches, topic.name, index)
+            if keyless:
+                answer.update(keyless)
+                continue
         limit = topic.int_config("max.message.bytes")
         too_large = [b for b in batches if b.batch_length + 12 > limit]
         if too_large:  # as Kafka: the batch as sent (compressed), log overhead included
@@ -80,7 +90,7 @@ def handle_produce(ctx, request):
                           error_message=f"batch of {too_large[0].batch_length + 12} bytes is "
                                         f"larger than max.message.bytes={limit}")
             continue
-        refused = _txn_refusal(broker, request.body.transactional_id, topic, index, batches)
+        refused = _txn_refusal(broker, txn_id, topic, index, batches)
         if refused is not None:
             answer.update(error_code=refused[0], error_message=refused[1])
             continue
@@ -89,6 +99,30 @@ def handle_produce(ctx, request):
     return request.response(responses=[
         {"name": name, "topic_id": tid, "partition_responses": parts}
         for (name, tid), parts in by_topic.items()])
+
+
+def _keyless_records(batches, topic: str, index: int) -> dict | None:
+    """The answer refusing a compacted topic's batch for its records without a key, or None.
+
+    As Kafka's LogValidator (KIP-467): the whole batch fails with INVALID_RECORD, and
+    record_errors (Produce v8+) names each keyless record by its index in its batch, so a
+    client can tell the records at fault from the ones that only failed with them
+    (librdkafka reports those as its local _INVALID_DIFFERENT_RECORD)."""
+    total = 0
+    errors = []
+    for b in batches:
+        for i, r in enumerate(batch_records(b)):
+            if r.key is None:
+                errors.append({"batch_index": i, "batch_index_error_message":
+                               f"record {i} has no key: compacted topic {topic}/{index} "
+                               "keeps records by key"})
+        total += b.record_count
+    if not errors:
+        return None
+    return {"error_code": ErrorCode.invalid_record, "record_errors": errors,
+            "error_message": f"{len(errors)} of the batch's {total} records have no key, "
+                             f"which compacted topic {topic!r} requires (record_errors names "
+                             "them); nothing of the batch was stored"}
 
 
 def _append(broker, topic, index, raw, batches) -> dict:
@@ -123,6 +157,13 @@ def _txn_refusal(broker, txn_id, topic, index, batches) -> tuple[ErrorCode, str]
     if txn_id is None:
         if any(x.is_transactional for x in batches):
             return ErrorCode.invalid_txn_state, "transactional batch without a transactional id"
+        if b.producer_id >= 0 and broker.transactions.owner(b.producer_id) is not None:
+            # A transactional producer's id used without its transactional id: as an
+            # idempotent batch it would take the producer's next sequence numbers, and the
+            # producer's own next batch would be acknowledged as a duplicate, never stored.
+            return (ErrorCode.invalid_txn_state,
+                    f"producer id {b.producer_id} is a transactional producer's: its batches "
+                    "are transactional and carry its transactional id")
         return None
     if not all(x.is_transactional and x.producer_id == b.producer_id for x in batches):
         return ErrorCode.invalid_record, "a transactional producer's batches are transactional"
@@ -158,8 +199,10 @@ def handle_init_producer_id(ctx, request):
             return request.response(error_code=ErrorCode.concurrent_transactions, producer_id=-1,
                                     producer_epoch=-1)
         return request.response(error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch)
-    pid, epoch = ctx.broker.producers.init(getattr(body, "producer_id", -1),
-                                           getattr(body, "producer_epoch", -1))
+    pid = getattr(body, "producer_id", -1)
+    if ctx.broker.transactions.owner(pid) is not None:
+        pid = -1  # a transactional producer's id is not bumped for anyone else: a new one
+    pid, epoch = ctx.broker.producers.init(pid, getattr(body, "producer_epoch", -1))
     return request.response(error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch)
 
 

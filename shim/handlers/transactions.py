@@ -7,8 +7,8 @@ DescribeTransactions, ListTransactions: thin translations onto
 from __future__ import annotations
 
 import logging
-import re
 
+from shim.client_regex import InvalidRegex
 from shim.log import StorageError
 from shim.protocol import ErrorCode, transactions
 from shim.security import acl, authorize
@@ -115,8 +115,9 @@ def handle_txn_offset_commit(ctx, request):
         for p in t.partitions:
             known = may_read and 0 <= p.partition_index < count
             if known:
-                offsets[(topic.name, p.partition_index)] = (p.committed_offset,
-                                                            p.committed_metadata or "")
+                offsets[(topic.name, p.partition_index)] = (
+                    p.committed_offset, p.committed_metadata or "",
+                    getattr(p, "committed_leader_epoch", -1))  # v2+
             parts.append({"partition_index": p.partition_index,
                           "error_code": ErrorCode.none if known
                           else ErrorCode.unknown_topic_or_partition if may_read
@@ -214,8 +215,9 @@ def handle_list_transactions(ctx, request):
         found = ctx.broker.transactions.listing(
             states, set(b.producer_id_filters), getattr(b, "duration_filter", -1),
             getattr(b, "transactional_id_pattern", None))
-    except re.error as exc:  # a pattern that does not compile
-        return request.response(error_code=ErrorCode.invalid_request, unknown_state_filters=unknown,
+    except InvalidRegex as exc:  # as Kafka: a pattern RE2/J does not take
+        return request.response(error_code=ErrorCode.invalid_regular_expression,
+                                unknown_state_filters=unknown,
                                 transaction_states=[], error_message=str(exc))
     return request.response(error_code=ErrorCode.none, unknown_state_filters=unknown,
                             transaction_states=[{"transactional_id": t.transactional_id,

@@ -14,7 +14,10 @@ setup.cfg); the modules here add what the schemas do not say: framing, header
 versions, version negotiation, the registry behind ApiVersions, per-family helpers
 that hide version splits, error answers, and record batches with compression
 (`records`, `compression`), which kio does not compress and whose timestamps it
-truncates. Importing this package registers every API family into `REGISTRY`.
+truncates. Importing this package registers every API family into `REGISTRY`. The record
+walk's compiled half, and the broker's other fast paths with it, is the extension
+`shim.protocol._native`, loaded by `native`. Nothing here imports the rest of `shim` (the
+import contract, .importlinter).
 """
 
 from .connection import Request, ServerConnection, encode_response, generic_error_response

@@ -10,8 +10,9 @@ kio response dataclass for that version or, more conveniently, a mapping that
 
 What goes wrong surfaces as `ProtocolError` from `next_request()`:
 
-- a broken stream (negative or absurd frame size): `FramingError`; the decoder
-  refuses further input; close the connection.
+- a broken stream (negative or absurd frame size, or one above the limit the server
+  set with `limit_frames`): `FramingError`; the decoder refuses further input; close
+  the connection.
 - ApiVersions at a version newer than registered: the body is not parsed, and
   `error.response` is an UNSUPPORTED_VERSION answer in the v0 body format listing
   every supported range, so that clients retry at a version we speak.
@@ -38,7 +39,7 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from . import headers
 from .entities import build
 from .errors import ErrorCode, ProtocolError
-from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame
+from .framing import DEFAULT_LIMIT_NAME, DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame
 from .registry import REGISTRY, Api, Registry
 from .prescan import prescan
 
@@ -138,6 +139,11 @@ class ServerConnection:
     @property
     def buffered(self) -> int:
         return self._frames.buffered
+
+    def limit_frames(self, size: int = DEFAULT_MAX_FRAME_SIZE, name: str = DEFAULT_LIMIT_NAME) -> None:
+        """Refuse frames larger than `size` from the next one on (`name`: the setting, for the
+        error): the server lowers the limit until a connection has authenticated."""
+        self._frames.max_frame_size, self._frames.limit_name = size, name
 
     @property
     def pending_frame_size(self) -> int | None:

@@ -4,7 +4,8 @@
 at once) and hands back complete frame payloads. The size is checked the moment its
 four bytes are in, so a client announcing 2 GiB (or a negative size, or a TLS
 handshake sent to a plaintext port, which reads as a huge size) is rejected before a
-single payload byte is buffered.
+single payload byte is buffered. The limit may change between frames: a server lowers it
+while a connection has not authenticated (Kafka's `sasl.server.max.receive.size`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .errors import ErrorCode, FramingError
 
 # Kafka's socket.request.max.bytes default: the largest request a broker accepts.
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+DEFAULT_LIMIT_NAME = "socket.request.max.bytes"
 
 _SIZE = struct.Struct(">i")
 
@@ -27,8 +29,10 @@ def frame(payload: bytes) -> bytes:
 class FrameDecoder:
     """Accumulates bytes and yields whole frame payloads (size prefix stripped)."""
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 limit_name: str = DEFAULT_LIMIT_NAME) -> None:
         self.max_frame_size = max_frame_size
+        self.limit_name = limit_name  # the setting an oversized frame is refused by, for the error
         self._buffer = bytearray()
         self._start = 0  # consumed prefix of _buffer, compacted lazily
         self._broken: FramingError | None = None
@@ -65,8 +69,10 @@ class FrameDecoder:
         (size,) = _SIZE.unpack_from(self._buffer, self._start)
         if size < 0 or size > self.max_frame_size:
             self._broken = FramingError(
-                f"frame size {size} outside 0..{self.max_frame_size}; closing the connection"
-                + (" (TLS or HTTP sent to a plaintext Kafka port?)" if size > self.max_frame_size else ""),
+                f"frame size {size} outside 0..{self.max_frame_size} ({self.limit_name}); "
+                "closing the connection"
+                + (" (TLS or HTTP sent to a plaintext Kafka port?)"
+                   if size > self.max_frame_size and self.limit_name == DEFAULT_LIMIT_NAME else ""),
                 ErrorCode.invalid_request,
             )
             self._buffer.clear()

@@ -20,9 +20,10 @@ Written here rather than taken from kio.records, which neither compresses nor ke
 millisecond timestamps. Legacy message sets (magic 0/1) are not decoded: Produce
 v3+, the only versions registered, requires magic 2.
 
-The records section is walked by the `shim._native` extension when it is built
+The records section is walked by the `shim.protocol._native` extension when it is built
 (`check_records`, `decode_records`, shim/native/src/records.rs: ~30x faster than
-Python; `shim.native_kafka` loads it, or warns once that it cannot); `_decode_records_py` is the reference. The extension only ever accepts what
+Python; `shim.protocol.native` loads it, or warns once that it cannot); `_decode_records_py`
+is the reference. The extension only ever accepts what
 the reference accepts, with the same records; on anything else it answers None and the
 reference runs, so errors (messages and Kafka codes) are always the reference's.
 `decode_batches(records=False)` validates the records without building them (the
@@ -40,7 +41,7 @@ from crc32c import crc32c
 
 from .compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
 from .errors import ErrorCode, RecordBatchError
-from ..native_kafka import native as _native  # None: the pure-Python reference does everything
+from .native import native as _native  # None: the pure-Python reference does everything
 
 __all__ = [
     "Record",

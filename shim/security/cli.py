@@ -3,7 +3,7 @@
 Flags win over the same settings in `--config` (Kafka's property names: listeners,
 ssl.certificate.location, ssl.key.location, ssl.ca.location, ssl.client.auth,
 sasl.enabled.mechanisms, connections.max.reauth.ms, authorizer.class.name, super.users,
-allow.everyone.if.no.acl.found).
+allow.everyone.if.no.acl.found; sasl.server.max.receive.size has no flag).
 
 `camus user` edits the SCRAM credentials in a data dir, the running broker's included (it
 rereads them); the password is read from standard input, never from the command line,

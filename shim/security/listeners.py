@@ -65,6 +65,9 @@ class Security:
     mechanisms: tuple[str, ...] = MECHANISMS  # sasl.enabled.mechanisms
     reauth_ms: int = 0  # connections.max.reauth.ms: 0 = sessions do not expire
     failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    # sasl.server.max.receive.size: the largest frame a SASL listener reads before the
+    # connection has authenticated (a stranger cannot hold the request memory pool).
+    sasl_max_receive_size: int = 524288
     authorizer: bool = False  # ACLs are enforced
     super_users: frozenset[str] = frozenset()
     allow_if_no_acl: bool = False  # allow.everyone.if.no.acl.found
@@ -94,6 +97,17 @@ class Security:
             if not user.startswith("User:"):
                 raise ValueError(f"super user {user!r}: principals are written User:NAME")
 
+    def idle_settings(self) -> str | None:
+        """A warning when settings were given that do nothing as combined, else None."""
+        idle = [name for name, given in (("super users (--super-users, super.users)", self.super_users),
+                                         ("--allow-everyone-if-no-acl-found", self.allow_if_no_acl))
+                if given]
+        if idle and not self.authorizer:
+            return (f"{' and '.join(idle)} given without an authorizer (--authorizer, "
+                    "authorizer.class.name): ACLs are not enforced, so this does nothing and "
+                    "every client may do everything")
+        return None
+
     def apply(self, doc: dict) -> None:
         """Kafka's property names from a `--config` JSON document."""
         if "listeners" in doc:
@@ -116,6 +130,12 @@ class Security:
                           ("connection.failed.authentication.delay.ms", "failed_auth_delay_ms")):
             if key in doc:
                 setattr(self, attr, int(doc[key]))
+        if "sasl.server.max.receive.size" in doc:
+            value = doc["sasl.server.max.receive.size"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"sasl.server.max.receive.size must be a positive integer, "
+                                 f"not {value!r}")
+            self.sasl_max_receive_size = value
         if "quota.window.num" in doc:
             self.quota_window_num = max(2, int(doc["quota.window.num"]))
         if "quota.window.size.seconds" in doc:

@@ -2,26 +2,34 @@
 
 PLAIN (RFC 4616) checks the password against the user's stored SCRAM credential (there is
 no other copy of it). SCRAM-SHA-256/512 (RFC 5802, RFC 7677) runs in `scram`. A user
-who does not exist gets the same treatment as one who does: a SCRAM exchange goes on with a
-salt derived from the name and this process's secret, so the first server message looks the
-same, and fails at the proof, where a wrong password fails; PLAIN spends the same key
-derivation. Every failure is one `AuthenticationFailed` with the same message, which does
-not say which part was wrong.
+who does not exist gets the same treatment as one who does, through the store's decoy
+credential (`users.UserStore.decoy`): a SCRAM exchange goes on with the decoy's salt and
+iteration count, which look like a real user's and stay the same for the name across
+restarts, and fails at the proof, where a wrong password fails; PLAIN checks the password
+against the decoy exactly as against a real credential (`plain_credential`). Every failure
+is one `AuthenticationFailed` with the same message, which does not say which part was
+wrong.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-import os
-
 
 from . import users as userdb
 from .scram import ScramError, ScramServer
 
 log = logging.getLogger("camus.security")
-_SECRET = os.urandom(32)  # keeps made-up salts stable per name within one run
+
+
+def plain_credential(store: userdb.UserStore, user: str) -> tuple[str, dict, bool]:
+    """(mechanism, credential, real) a PLAIN password for `user` is checked against: the
+    user's first SCRAM credential or, for a name that has none, a decoy of the mechanism
+    most users' first credential has, so that both cost the same key derivation. The decoy
+    is made either way, and the lookups are the same."""
+    mechanism = store.typical()
+    decoy = store.decoy(user, mechanism)
+    creds = [(m, store.credential(user, m)) for m in userdb.HASHES]
+    return next(((m, c, True) for m, c in creds if c is not None), (mechanism, decoy, False))
 
 
 class AuthenticationFailed(Exception):
@@ -48,11 +56,8 @@ class Exchange:
 
     def _lookup(self, user: str):
         self.user = user
-        cred = self.store.credential(user, self.mechanism)
-        if cred is not None:
-            return userdb.keys(cred)
-        made_up = hmac.digest(_SECRET, user.encode(), "sha256")
-        return made_up, os.urandom(64), os.urandom(64), userdb.MIN_ITERATIONS
+        decoy = self.store.decoy(user, self.mechanism)  # made for everyone: the same work
+        return userdb.keys(self.store.credential(user, self.mechanism) or decoy)
 
     def step(self, token: bytes) -> bytes:
         """The server's answer to `token`; raises AuthenticationFailed."""
@@ -71,14 +76,8 @@ class Exchange:
         if len(parts) != 3 or not parts[1] or parts[0] not in ("", parts[1]):
             raise ValueError("PLAIN expects [authzid] NUL authcid NUL password")
         _, user, password = parts
-        matched = False
-        creds = [(m, self.store.credential(user, m)) for m in userdb.HASHES]
-        creds = [(m, c) for m, c in creds if c is not None]
-        if creds:
-            matched = userdb.password_matches(*creds[0], password)
-        else:  # the same work as for a real user
-            hashlib.pbkdf2_hmac("sha512", password.encode(), _SECRET, userdb.MIN_ITERATIONS)
-        if not matched:
+        mechanism, cred, real = plain_credential(self.store, user)
+        if not (userdb.password_matches(mechanism, cred, password) and real):
             raise ValueError("bad password")
         self.user, self.done = user, True
         return b""
@@ -89,6 +88,6 @@ class Exchange:
             return s.first(message).encode()
         answer = s.final(message)
         if self.store.credential(self.user, self.mechanism) is None:
-            raise ValueError("no such user")  # unreachable in practice: the made-up keys fail first
+            raise ValueError("no such user")  # unreachable in practice: the decoy's keys fail first
         self.done = True
         return answer.encode()

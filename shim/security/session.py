@@ -4,7 +4,7 @@ On a SASL listener a connection may send ApiVersions and SaslHandshake, then (ha
 v1) SaslAuthenticate until the exchange completes; anything else before that closes the
 connection, as Kafka closes it. A v0 handshake means the tokens follow as bare
 size-prefixed frames with no request header (`raw_tokens`); the server reads them
-through `step_raw`.
+through `step`.
 
 Sessions (KIP-368): with `connections.max.reauth.ms` set, an authentication holds for
 that long; SaslAuthenticate v1+ tells the client (session_lifetime_ms) so it
@@ -13,6 +13,10 @@ connection, which must name the same principal and mechanism. A connection whose
 has expired is closed at its next request other than SaslHandshake, whatever the client's
 version. A failed authentication is answered SASL_AUTHENTICATION_FAILED, after
 `connection.failed.authentication.delay.ms`, and the connection closes.
+
+Until a connection has authenticated, and while it re-authenticates, no frame may be larger
+than `sasl.server.max.receive.size` (`max_receive_size`), as in Kafka: a larger one closes
+the connection before it can take any of the shared request memory.
 """
 
 from __future__ import annotations
@@ -43,6 +47,14 @@ class Session:
         self.raw_tokens = False
         self.expires: float | None = None
         self.close_after_answer = False  # set when an authentication failed
+
+    @property
+    def max_receive_size(self) -> int | None:
+        """The frame size limit while (re-)authenticating, Kafka's sasl.server.max.receive.size;
+        None once authenticated (the broker's own limit then applies)."""
+        if self.authenticated and self.exchange is None:
+            return None
+        return self.security.sasl_max_receive_size
 
     @property
     def expired(self) -> bool:

@@ -59,10 +59,13 @@ def make_pki(d: Path) -> dict[str, Path]:
     return {"ca": d / "ca.pem", "cert": d / "server.pem", "key": d / "server.key"}
 
 
-def add_user(data_dir: Path, name: str, password: str, *mechanisms: str) -> None:
+def add_user(data_dir: Path, name: str, password: str, *mechanisms: str,
+             iterations: int | None = None) -> None:
     args = [sys.executable, "-m", "camus.cli", "user", "add", name, "--data-dir", str(data_dir)]
     for m in mechanisms:
         args += ["--mechanism", m]
+    if iterations is not None:
+        args += ["--iterations", str(iterations)]
     out = subprocess.run(args, input=password + "\n", capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 0, out.stderr
 

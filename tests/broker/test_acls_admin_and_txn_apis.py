@@ -232,3 +232,74 @@ def test_consumer_group_describe_hides_a_group_over_undescribable_topics(acl_bro
     finally:
         s.close()
         c.close()
+
+
+def _injected_produce(s, topic: str, txn: str | None, pid: int, epoch: int, seq: int,
+                      transactional: bool) -> int:
+    """A Produce v9 of one record "evil" under someone else's producer id; its error code."""
+    from shim.protocol.records import TRANSACTIONAL_BIT, Record, encode_batch
+    batch = encode_batch([Record(0, int(time.time() * 1000), None, b"evil")], producer_id=pid,
+                         producer_epoch=epoch, base_sequence=seq,
+                         attributes=TRANSACTIONAL_BIT if transactional else 0)
+    answer = ask(s, 0, 9, transactional_id=txn, acks=-1, timeout=5000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}])
+    return answer.responses[0].partition_responses[0].error_code
+
+
+def test_no_one_produces_into_another_principals_transaction(acl_broker):
+    """bob may write the topic but not alice's transactional id. Knowing her producer id,
+    epoch and sequence (DescribeProducers), he cannot slip a record into her transaction:
+    not under her transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka checks
+    WRITE on it), not under his own (its producer id is not hers), not as a plain idempotent
+    batch of her producer id, nor by bumping her producer id's epoch (InitProducerId). Her
+    next record is stored, and read_committed sees only hers."""
+    topic, txn, own = unique("acl-inj"), unique("acl-inj-txn"), unique("acl-inj-own")
+    make_topic(acl_broker, topic)
+    grant(acl_broker, "User:alice", ResourceType.TRANSACTIONAL_ID, txn, AclOperation.WRITE)
+    grant(acl_broker, "User:alice", ResourceType.TOPIC, topic, AclOperation.WRITE)
+    # READ for DescribeProducers, as Kafka
+    grant(acl_broker, "User:bob", ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
+    grant(acl_broker, "User:bob", ResourceType.TRANSACTIONAL_ID, own, AclOperation.WRITE)
+    p = Producer({**conf(acl_broker, "alice"), "transactional.id": txn})
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce(topic, b"a0", partition=0)
+    assert p.flush(15) == 0
+
+    s = raw_login(acl_broker, "bob")
+    state = ask(s, 61, 0, topics=[{"name": topic, "partition_indexes": [0]}]).topics[0]
+    assert state.partitions[0].error_code == 0
+    (victim,) = state.partitions[0].active_producers
+    pid, epoch, seq = victim.producer_id, victim.producer_epoch, victim.last_sequence + 1
+    assert _injected_produce(s, topic, txn, pid, epoch, seq, True) == TXN_AUTH
+    assert ask(s, 22, 4, transactional_id=own, transaction_timeout=60000, producer_id=-1,
+               producer_epoch=-1).error_code == 0
+    assert _injected_produce(s, topic, own, pid, epoch, seq, True) == 49  # INVALID_PRODUCER_ID_MAPPING
+    assert _injected_produce(s, topic, None, pid, epoch, seq, True) == 48  # INVALID_TXN_STATE
+    assert _injected_produce(s, topic, None, pid, epoch, seq, False) == 48
+    # Nor does an idempotent InitProducerId naming her producer id bump its epoch for him.
+    bumped = ask(s, 22, 4, transactional_id=None, transaction_timeout=60000, producer_id=pid,
+                 producer_epoch=epoch)
+    assert bumped.error_code == 0 and bumped.producer_id != pid
+    s.close()
+
+    delivered = []
+    p.produce(topic, b"a1", partition=0, on_delivery=lambda err, msg: delivered.append(err))
+    p.commit_transaction(15)
+    assert delivered == [None]
+    grant(acl_broker, "User:alice", ResourceType.TOPIC, topic, AclOperation.READ)
+    grant(acl_broker, "User:alice", ResourceType.GROUP, "*", AclOperation.READ)
+    c = Consumer({**conf(acl_broker, "alice"), "group.id": unique("acl-inj-g"),
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    try:
+        while True:
+            m = c.poll(15)
+            assert m is not None, got
+            if m.error():
+                break
+            got.append(m.value())
+    finally:
+        c.close()
+    assert got == [b"a0", b"a1"]

@@ -67,6 +67,50 @@ def test_a_compacted_topic_refuses_records_without_a_key(broker):
     assert [(k, v) for _, k, v in read(broker.bootstrap, topic)] == [(b"k", b"v")]
 
 
+
+def test_keyless_records_in_a_batch_are_named_and_the_rest_fail_with_it(broker):
+    """KIP-467: 10 keyless records among 100 in one batch. The response names the 10
+    (record_errors, Produce v8+); librdkafka fails them with INVALID_RECORD and the other 90
+    with its local _INVALID_DIFFERENT_RECORD (as librdkafka's 0011_produce_batch expects), and
+    nothing of the batch is stored."""
+    topic = unique("ck-batch")
+    create(broker.bootstrap, NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"}))
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 500,
+                  "batch.num.messages": 1000})
+    errors: dict[int, object] = {}
+    for i in range(100):
+        key = None if i % 10 == 3 else f"k{i}".encode()
+        p.produce(topic, key=key, value=f"v{i}".encode(), partition=0,
+                  on_delivery=lambda err, msg, i=i: errors.__setitem__(i, err))
+    assert p.flush(15) == 0
+    codes = {i: e.code() for i, e in errors.items()}
+    assert sorted(i for i, c in codes.items() if c == KafkaError.INVALID_RECORD) == \
+        list(range(3, 100, 10))
+    assert sorted(i for i, c in codes.items() if c == KafkaError._INVALID_DIFFERENT_RECORD) == \
+        [i for i in range(100) if i % 10 != 3]
+    assert read(broker.bootstrap, topic) == []
+
+    # The same batch as a raw Produce v9: the indices, a message for each, the whole batch
+    # refused with INVALID_RECORD and a message saying why; v7 has no record_errors at all.
+    from shim.protocol.records import Record, encode_batch
+    from .test_bad_input import connect
+    from .test_wire_semantics import call
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(i, now, None if i % 10 == 3 else f"k{i}".encode(), b"v")
+                          for i in range(100)], base_offset=0)
+    s = connect(broker)
+    for version in (9, 7):
+        resp = call(s, 0, version, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}])
+        part = resp.responses[0].partition_responses[0]
+        assert part.error_code == KafkaError.INVALID_RECORD and part.base_offset == -1
+        if version >= 8:
+            assert [e.batch_index for e in part.record_errors] == list(range(3, 100, 10))
+            assert all("has no key" in e.batch_index_error_message for e in part.record_errors)
+            assert part.error_message and "10 of the batch's 100 records" in part.error_message
+    s.close()
+    assert read(broker.bootstrap, topic) == []
+
 def test_compaction_keeps_the_newest_per_key_at_its_offset_and_views_follow(camus_server, tmp_path):
     s = camus_server(tmp_path)
     topic, view = unique("cmp"), unique("cmpv")

@@ -20,9 +20,20 @@ def admin(broker):
 
 
 def drain(consumer, count, timeout=15.0):
+    """Up to `count` records within `timeout` seconds.
+
+    Each poll may wait for all the time left: poll() returns as soon as it has records, and
+    its timeout must not expire in the middle of a group rebalance. kafka-python 3.0.12
+    loses a rebalance that its leader starts because topic metadata changed: if poll() gives
+    up while that JoinGroup and SyncGroup are in flight, the completed join is never applied,
+    so the consumer keeps its old assignment, stops heartbeating and is expired by the
+    broker. Every new consumer here goes through such a rebalance, against Apache Kafka
+    too: its first join completes before its first metadata for the topic arrives, so it
+    assigns itself nothing, then rejoins. With 200 ms polls this test failed on a loaded
+    machine (no records, then UNKNOWN_MEMBER_ID on LeaveGroup)."""
     got, deadline = [], time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=200).values():
+    while len(got) < count and (left := deadline - time.monotonic()) > 0:
+        for records in consumer.poll(timeout_ms=int(left * 1000)).values():
             got.extend(records)
     return got
 

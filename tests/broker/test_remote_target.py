@@ -400,7 +400,7 @@ def test_patch_applies_a_diff_as_a_target_would():
 
 @pytest.fixture(scope="module", params=BROKER_STARTED)
 def shared_device(request):
-    from controller.target import open_target
+    from controller.targets import open_target
 
     t = open_target(request.param)
     yield t
@@ -429,7 +429,7 @@ def test_the_device_emits_exactly_what_the_embedded_switch_does(shared_device, c
     embedded switch on random views and records: every copy the device sends back is one
     the embedded switch makes (none unexpected), none is missing (none repaired), and each
     view receives the same records."""
-    from controller.target import open_target
+    from controller.targets import open_target
     from shim.datapath import DataPath
     from shim.protocol.records import Record
     from shim.schema import parse_schema

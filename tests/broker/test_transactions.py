@@ -158,6 +158,69 @@ def test_a_view_serves_read_committed_consumers_only_committed_matches(broker):
                                                  '{"n": 14}']
 
 
+
+def _read_committed_end(bootstrap: str, topic: str) -> tuple[int, int]:
+    """(last stable offset, high watermark) of partition 0."""
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"),
+                      "isolation.level": isolation})
+        ends.append(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+        c.close()
+    return ends[0], ends[1]
+
+
+def test_a_transaction_open_at_the_last_epoch_is_still_aborted(camus_server, tmp_path):
+    """A transactional id whose transaction is open at epoch 32766 (Short.MAX_VALUE - 1, the
+    last one a producer is given) gets a new producer id when it is re-initialised or times
+    out; the abort markers are written under the old producer id (as Kafka's coordinator
+    does, KIP-360), so the open transaction ends: the last stable offset moves on, on the
+    source and its view, and read_committed consumers read past it, after a restart too.
+    The epoch is reached by editing transactions.json of a stopped broker."""
+    import json
+    from shim.transactions import MAX_EPOCH
+    s = camus_server(tmp_path)
+    topic, view, tid, tid2 = unique("xsrc"), unique("xview"), unique("xtid"), unique("xtid2")
+    create(s.bootstrap, NewTopic(topic, 1, 1, config={"camus.schema": "n:u32=$.n"}))
+    create(s.bootstrap, NewTopic(view, 1, 1, config={"camus.source": topic,
+                                                      "camus.filter": "n > 0"}))
+    txn_producer(s.bootstrap, tid)
+    txn_producer(s.bootstrap, tid2, **{"transaction.timeout.ms": 1500})
+    s.stop()
+    state_file = tmp_path / "transactions.json"
+    state = json.loads(state_file.read_text())
+    for t in state:
+        if t["id"] in (tid, tid2):
+            t["epoch"] = MAX_EPOCH - 1  # the next InitProducerId hands out MAX_EPOCH
+    state_file.write_text(json.dumps(state))
+
+    s = camus_server(tmp_path)
+    old = txn_producer(s.bootstrap, tid)
+    old.begin_transaction()
+    old.produce(topic, b'{"n": 1}', partition=0)
+    old.flush(10)
+    timed_out = txn_producer(s.bootstrap, tid2, **{"transaction.timeout.ms": 1500})
+    timed_out.begin_transaction()
+    timed_out.produce(topic, b'{"n": 2}', partition=0)
+    timed_out.flush(10)
+    new = txn_producer(s.bootstrap, tid)  # aborts old's transaction, under old's producer id
+    deadline = time.monotonic() + 20  # the tick aborts timed_out's after 1.5 s
+    while _read_committed_end(s.bootstrap, topic) != (4, 4) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    # offsets: n=1 at 0, n=2 at 1, the two abort markers at 2 and 3
+    assert _read_committed_end(s.bootstrap, topic) == (4, 4)
+    new.begin_transaction()
+    new.produce(topic, b'{"n": 3}', partition=0)
+    new.commit_transaction(30)
+    for where in (topic, view):
+        assert read_all(s.bootstrap, where) == ['{"n": 3}']
+    assert _read_committed_end(s.bootstrap, view) == (6, 6)
+    s.stop()
+    s = camus_server(tmp_path)
+    for where in (topic, view):
+        assert read_all(s.bootstrap, where) == ['{"n": 3}']
+        assert _read_committed_end(s.bootstrap, where) == (6, 6)
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

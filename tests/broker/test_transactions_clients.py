@@ -53,6 +53,43 @@ def test_kafka_python_transactional_producer_and_read_committed_consumer(broker)
     assert got["read_uncommitted"] == ["c0", "c1", "c2", "a0", "a1"]
 
 
+
+def test_committed_leader_epochs_survive_txn_offset_commit_and_offset_commit(camus_server,
+                                                                             tmp_path):
+    """As kafka-python's test_transactional_producer_offsets: OffsetFetch answers the leader
+    epoch committed with the offset, through a transaction (TxnOffsetCommit v2+) and a plain
+    OffsetCommit alike, and after a restart."""
+    kafka = pytest.importorskip("kafka")
+    from kafka.structs import OffsetAndMetadata
+    s = camus_server(tmp_path)
+    group, plain = unique("kpeg"), unique("kpeg-plain")
+    tp = kafka.TopicPartition(unique("kpein"), 0)
+    kafka.KafkaProducer(bootstrap_servers=s.bootstrap).send(tp.topic, b"x").get(10)
+    p = kafka.KafkaProducer(bootstrap_servers=s.bootstrap, transactional_id=unique("kpetid"))
+    p.init_transactions()
+    p.begin_transaction()
+    p.send_offsets_to_transaction({tp: OffsetAndMetadata(1, "meta", 3)}, group)
+    p.commit_transaction()
+    p.close()
+    c = kafka.KafkaConsumer(bootstrap_servers=s.bootstrap, group_id=plain,
+                            enable_auto_commit=False)
+    c.commit({tp: OffsetAndMetadata(1, "plain", 2)})
+    c.close()
+
+    def committed(bootstrap, g):
+        c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=g)
+        try:
+            return c.committed(tp, metadata=True)
+        finally:
+            c.close()
+
+    assert committed(s.bootstrap, group) == OffsetAndMetadata(1, "meta", 3)
+    assert committed(s.bootstrap, plain) == OffsetAndMetadata(1, "plain", 2)
+    s.stop()
+    s2 = camus_server(tmp_path)
+    assert committed(s2.bootstrap, group) == OffsetAndMetadata(1, "meta", 3)
+    assert committed(s2.bootstrap, plain) == OffsetAndMetadata(1, "plain", 2)
+
 @pytest.mark.java
 def test_java_transactional_producer_read_committed_consumer_and_kafka_transactions(broker):
     libs = kafka_libs()

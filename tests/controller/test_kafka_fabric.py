@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from compiler.ast import And, Or
 from compiler.semantics import holds
 from controller import filter_wire
-from controller.target import check_spec, parse_fabric
+from controller.targets import check_spec, parse_fabric
 from shim.schema import parse_schema
 from shim.subscriptions import Subscription, kafka_spec, rules_for, view_filter
 from tests.broker.conftest import REPO, Server, wait_until

@@ -98,6 +98,64 @@ def test_bad_input_gets_one_clear_line(tmp_path, capsys, subs, where, message):
     assert not (tmp_path / "net").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    pytest.param(["compile", SPEC, "SUBS", "--graph", "BINARY", "--out", "NEW"],
+                 "BINARY:1:1: byte 0x89 is not UTF-8 text", id="compile-binary-graph"),
+    pytest.param(["serve", "--graph", "BINARY"],
+                 "BINARY:1:1: byte 0x89 is not UTF-8 text", id="serve-binary-graph"),
+    pytest.param(["run", "--net", "NET", "--inject", "h0=PCAP", "--out-dir", "SUBS"],
+                 "--out-dir SUBS: exists and is not a directory", id="run-out-dir-file"),
+    pytest.param(["up", "--net", "NET", "--inject", "h0=PCAP", "--out-dir", "SUBS"],
+                 "--out-dir SUBS: exists and is not a directory", id="up-out-dir-file"),
+    pytest.param(["change", "--net", "NET", "--fail-link", "A"],
+                 "--fail-link 'A': expected two switches, A,B", id="fail-link-no-comma"),
+    pytest.param(["change", "--net", "NET", "--fail-link", "A,B,C"],
+                 "--fail-link 'A,B,C': expected two switches, A,B", id="fail-link-three"),
+    pytest.param(["serve", "--topology", "fattree:4", "--listen", "127.0.0.1:70000"],
+                 "a port 0-65535", id="serve-port"),
+    pytest.param(["serve", "--topology", "fattree:4", "--listen", "unix:NEW/x.sock"],
+                 "no directory NEW", id="serve-unix-dir"),
+    pytest.param(["serve", "--topology", "fattree:4", "--bind", "999.1.1.1"],
+                 "--bind '999.1.1.1': ", id="serve-bind-unresolvable"),
+    pytest.param(["serve", "--topology", "fattree:4", "--listen", "999.1.1.1:0"],
+                 "--listen '999.1.1.1': ", id="serve-listen-unresolvable"),
+    pytest.param(["serve", "--topology", "fattree:4", "--state", "SUBS"],
+                 "--state SUBS: not a directory", id="serve-state-file"),
+    pytest.param(["serve", "--topology", "fattree:4", "--state", "STATE"],
+                 "STATE/topics.json: cannot read the topic numbers", id="serve-state-binary"),
+])
+def test_net_commands_say_what_is_wrong_in_one_line(tmp_path, capsys, args, message):
+    """Files of the wrong kind, an out-dir that is a file, a link without its comma: each
+    one line on stderr, exit 2, nothing started (up stops before Mininet, serve before
+    listening)."""
+    subs = tmp_path / "subs.txt"
+    subs.write_text("h0: price > 1\n")
+    (tmp_path / "binary").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "topics.json").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    write_pcap(str(tmp_path / "in.pcap"), [])
+    graph = tmp_path / "g.txt"
+    graph.write_text("A B\nB C\nC A\nhost h0 A\n")
+    net = tmp_path / "net"
+    assert main(["net", "compile", SPEC, str(subs), "--graph", str(graph), "--out", str(net)]) == 0
+    capsys.readouterr()
+    names = {"SUBS": subs, "BINARY": tmp_path / "binary", "NET": net, "PCAP": tmp_path / "in.pcap",
+             "NEW": tmp_path / "new", "STATE": tmp_path / "state"}
+    for name, path in names.items():
+        args = [a.replace(name, str(path)) for a in args]
+        message = message.replace(name, str(path))
+    assert main(["net", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_negative_settle_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["net", "up", "--net", "x", "--settle", "-1"])
+    assert exit.value.code == 2 and "--settle: '-1': expected seconds >= 0" in capsys.readouterr().err
+
+
 def test_run_refuses_unknown_hosts_and_missing_networks(tmp_path, capsys):
     assert main(["net", "run", "--net", str(tmp_path), "--inject", "h0=x.pcap",
                  "--out-dir", str(tmp_path / "o")]) == 2
@@ -190,3 +248,25 @@ def test_net_up_on_bmv2_without_bmv2_says_so(tmp_path, capsys):
     assert main(["net", "up", "--net", str(tmp_path), "--switch", "bmv2"]) == 2
     err = capsys.readouterr().err
     assert "bmv2 asked for" in err and "simple_switch_grpc" in err
+
+
+def test_a_fat_tree_the_memory_cannot_hold_is_refused_up_front(tmp_path):
+    """Under a 400 MB address-space limit, fattree:64 (about 0.5 GB) is refused in one line
+    before anything is built (it was a MemoryError traceback: the routing alone wanted
+    ~35 GB); fattree:16 still compiles."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (400 << 20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+    subs = tmp_path / "subs.txt"
+    subs.write_text('h0: stock == "GOOGL"\n')
+    runs = {k: subprocess.run([sys.executable, "-m", "camus", "net", "compile", SPEC, str(subs),
+                               "--topology", f"fattree:{k}", "--out", str(tmp_path / f"k{k}")],
+                              capture_output=True, text=True, timeout=300, preexec_fn=cap)
+            for k in (16, 64)}
+    assert runs[16].returncode == 0, runs[16].stderr
+    err = runs[64].stderr
+    assert runs[64].returncode == 2 and err.count("\n") == 1, err
+    assert "fattree:64 (5120 switches, 65536 hosts) needs at least" in err and "ulimit -v" in err
+    assert not (tmp_path / "k64").exists()

@@ -1,4 +1,4 @@
-"""The native records walk (shim._native check_records/decode_records) against the Python
+"""The native records walk (shim.protocol._native check_records/decode_records) against the Python
 reference (`_decode_records_py`): on random, hand-built adversarial and mutated record
 sections, whenever the native walk answers it answers what the reference returns, and
 whenever the reference refuses the native walk defers to it. Also `decode_batches
@@ -32,10 +32,10 @@ from shim.protocol.records import (
     read_batch_header,
     validate_produce_batch,
 )
-from shim.native_kafka import native
+from shim.protocol.native import native
 
-pytestmark = pytest.mark.skipif(native is None, reason="shim._native not built or stale: "
-                                "tests/shim/test_native_kafka.py fails")
+pytestmark = pytest.mark.skipif(native is None, reason="shim.protocol._native not built or stale: "
+                                "tests/protocol/test_native.py fails")
 
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 BLOB = st.one_of(st.none(), st.binary(max_size=40))

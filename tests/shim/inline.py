@@ -3,7 +3,7 @@ known when the send returns."""
 
 from __future__ import annotations
 
-from controller.target import open_target
+from controller.targets import open_target
 from shim.datapath import DataPath
 
 

@@ -1,4 +1,4 @@
-"""Native framing (shim._native.frame_records) against shim.reframe.packets, byte for byte,
+"""Native framing (shim.protocol._native.frame_records) against shim.reframe.packets, byte for byte,
 and the data path's native receive side (tally_copies) against reassembly."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from shim.subscriptions import view_filter
 
 from .inline import data_path, delivered
 
-pytestmark = pytest.mark.skipif(reframe._native is None, reason="shim._native not built or stale: "
-                                "tests/shim/test_native_kafka.py fails")
+pytestmark = pytest.mark.skipif(reframe._native is None, reason="shim.protocol._native not built or stale: "
+                                "tests/protocol/test_native.py fails")
 
 U64 = st.integers(0, 2**64 - 1)
 records = st.lists(st.builds(

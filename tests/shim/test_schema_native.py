@@ -1,4 +1,4 @@
-"""JSON fields read by shim._native.JsonPaths against json.loads (the reference): the same
+"""JSON fields read by shim.protocol._native.JsonPaths against json.loads (the reference): the same
 slot values and the same miss counts on random JSON (duplicate keys, escapes, every
 number form, NaN/Infinity, deep nesting), on mutated JSON and on non-JSON bytes."""
 
@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shim.schema as schema_mod
-from shim.native_kafka import native
+from shim.protocol.native import native
 from shim.schema import parse_schema
 
-pytestmark = pytest.mark.skipif(native is None, reason="shim._native not built or stale: "
-                                "tests/shim/test_native_kafka.py fails")
+pytestmark = pytest.mark.skipif(native is None, reason="shim.protocol._native not built or stale: "
+                                "tests/protocol/test_native.py fails")
 
 KEYS = ["a", "b", "c", "n", "l", "é", "a\x00", "😀", "\ud800", "x y", ""]
 PATHS = ["$.a", "$.b.c", "$.n", "$.l[0]", "$.l[1]", '$["é"]', "$.a.a", "$.a.b.c",
