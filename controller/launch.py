@@ -32,7 +32,7 @@ from pathlib import Path
 from controller.target import TargetUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
-READY_SECONDS = 30.0
+READY_SECONDS = 60.0  # bmv2 opens 64 interfaces: seconds idle, tens on a loaded machine
 
 
 def egress_base() -> int:
@@ -218,7 +218,7 @@ class _NamespacedDevice:
                 return
             time.sleep(0.05)
         self.log.seek(0)
-        raise TargetUnavailable(f"{self.command()[0]} did not start: {self.log.read()[-2000:]}")
+        raise TargetUnavailable(f"{self.command()[0]} did not start (exit status {self.proc.poll()}): {self.log.read()[-600:]}")
 
     def exited(self) -> bool:
         return self.proc is None or self.proc.poll() is not None

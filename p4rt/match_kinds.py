@@ -43,7 +43,15 @@ def _encode_range(m, value, width: int) -> bool:
     lo, hi = value
     if lo == 0 and hi == (1 << width) - 1:
         return False
-    m.low, m.high = encode(lo, width), encode(hi, width)
+    low, high = encode(lo, width), encode(hi, width)
+    if low == b"\x00" and high == b"\xff" and width > 8:
+        # [0, 255] of a wider field: PI (bmv2's server) judges a range whole-domain from the
+        # bytestrings' own length, and refuses this one as an unomitted don't care
+        # (p4lang/PI match_key_helpers.cpp, range_match_is_dont_care_). Padded to the field's
+        # width, which the spec makes every server accept, it reads right.
+        n = (width + 7) // 8
+        low, high = lo.to_bytes(n, "big"), hi.to_bytes(n, "big")
+    m.low, m.high = low, high
     return True
 
 

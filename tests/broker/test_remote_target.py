@@ -38,11 +38,25 @@ from .test_confluent_kafka import consume, create  # noqa: E402
 SCHEMA = {"camus.schema": "n:u32=$.n"}
 
 
-def produce(bootstrap: str, topic: str, numbers, partitions: int = 2) -> None:
+# bmv2 reads its ports through libpcap rings that hold about 32 frames: a larger burst loses
+# the rest at its input (repaired from the source, docs/remote-target.md). Tests that check
+# that copies came through the device produce for bmv2 in bursts under that.
+BMV2_BURST = 6
+
+
+def burst_for(device: str) -> int | None:
+    return BMV2_BURST if device == "bmv2" else None
+
+
+def produce(bootstrap: str, topic: str, numbers, partitions: int = 2, burst: int | None = None) -> None:
+    """One record per n, partition n % partitions; with `burst`, flushed every `burst`
+    records (so that no produce sends the device more frames at once)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
-    for n in numbers:
+    for i, n in enumerate(numbers, 1):
         p.produce(topic, json.dumps({"n": n, "pad": "x" * (n % 5) * 300}).encode(),
                   partition=n % partitions)
+        if burst and i % burst == 0:
+            assert p.flush(10) == 0
     assert p.flush(10) == 0
 
 
@@ -152,7 +166,7 @@ def test_views_and_group_members_through_the_device(device):
     b = InProcess(target=device)
     try:
         src, view = source_and_view(b, "n >= 20")
-        produce(b.bootstrap, src, range(40))
+        produce(b.bootstrap, src, range(40), burst=burst_for(device))
         assert view_numbers(b.bootstrap, view, 20) == list(range(20, 40))
         t = remote(b)
         assert t.stats.received > 0 and t.stats.repaired == 0 and t.stats.unexpected == 0
@@ -169,11 +183,12 @@ def test_a_view_over_a_source_with_records_replays_them_through_the_device(devic
     try:
         src, view = unique("rp-src"), unique("rp-view")
         create(b.bootstrap, NewTopic(src, 2, 1, config=SCHEMA))
-        produce(b.bootstrap, src, range(30))
+        # The replay sends the source's 24 records at once: under bmv2's input ring.
+        produce(b.bootstrap, src, range(24), burst=burst_for(device))
         create(b.bootstrap, NewTopic(view, config={"camus.source": src, "camus.filter": "n >= 12"}))
-        assert view_numbers(b.bootstrap, view, 18) == list(range(12, 30))
-        produce(b.bootstrap, src, range(30, 35))
-        assert view_numbers(b.bootstrap, view, 23) == list(range(12, 35))
+        assert view_numbers(b.bootstrap, view, 12) == list(range(12, 24))
+        produce(b.bootstrap, src, range(24, 29), burst=burst_for(device))
+        assert view_numbers(b.bootstrap, view, 17) == list(range(12, 29))
         t = remote(b)
         assert t.stats.received > 0 and t.stats.repaired == 0 and t.stats.unexpected == 0
     finally:
@@ -243,7 +258,8 @@ def test_lost_and_reordered_packets_are_repaired_from_the_source(device, monkeyp
         create(b.bootstrap, NewTopic(src, 3, 1, config=SCHEMA))
         create(b.bootstrap, NewTopic(low, config={"camus.source": src, "camus.filter": "n < 50"}),
                NewTopic(odd, config={"camus.source": src, "camus.filter": "n >= 0"}))
-        produce(b.bootstrap, src, range(120), partitions=3)
+        # Only the injected faults may cost copies (see BMV2_BURST).
+        produce(b.bootstrap, src, range(120), partitions=3, burst=burst_for(device))
         source = {(m.partition(), m.offset()): json.loads(m.value())["n"]
                   for m in consume(b.bootstrap, src, 120)}
         for view, keep in ((low, lambda n: n < 50), (odd, lambda n: True)):
