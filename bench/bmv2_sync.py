@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compile_stall import FIELDS, range_filter  # noqa: E402  (the same many-range view)
-from controller.target import open_target  # noqa: E402
+from controller.targets import open_target  # noqa: E402
 from shim.datapath import DataPath  # noqa: E402
 from shim.schema import parse_schema  # noqa: E402
 from shim.subscriptions import view_filter  # noqa: E402
