@@ -6,7 +6,7 @@ without entries and then programmed over P4Runtime by this controller (`controll
 the difference to what it holds: everything, the first time). The process is bmv2's
 `simple_switch_grpc` running the generated program's fabric variant (compiled once by
 `p4c-bm2-ss`; the controller also writes each switch's fabric control plane,
-`controller.fabric_p4`) where both tools are on PATH (`switch="auto"` or `"bmv2"`), each in
+`controller.fabric_p4`) when asked for (`switch="bmv2"`, or `"auto"` where both tools are on PATH), each in
 its switch's own namespace (its Thrift server binds every address) with P4Runtime on a Unix
 socket, and otherwise `camus switch serve --fabric UP_PORTS` in the root namespace (camus's
 software switch, which takes the fabric's egress decisions itself). Hosts are Mininet hosts, each in its own network namespace with one interface, so a
@@ -85,8 +85,10 @@ def usable() -> str | None:
 class Emulation:
     """The network of DIR (written by `camus net compile`) up in Mininet."""
 
-    def __init__(self, net_dir: str | Path, impl: str = "native", switch: str = "auto"):
-        """`switch`: "bmv2", "camus" (the software switch), or "auto": bmv2 where available."""
+    def __init__(self, net_dir: str | Path, impl: str = "native", switch: str = "camus"):
+        """`switch`: "camus" (the software switch, the default), "bmv2", or "auto": bmv2 where
+        available. Not bmv2 by default: on bmv2 the hosts get ITCH copies many times over
+        (docs/routing.md), so the verified switch is the one used unless bmv2 is asked for."""
         if switch not in ("auto", "bmv2", "camus"):
             raise ValueError(f"switch must be auto, bmv2 or camus, not {switch!r}")
         if switch == "bmv2" and bmv2_missing():

@@ -90,10 +90,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     u.add_argument("--settle", type=_seconds, default=2.0, metavar="S",
                    help="seconds to wait after the last frame is sent (default 2)")
     u.add_argument("--impl", choices=("native", "python"), default="native")
-    u.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="auto",
-                   help="each switch's process: bmv2 (simple_switch_grpc running the fabric "
-                        "program, compiled by p4c-bm2-ss), camus (camus switch serve --fabric), "
-                        "or auto (default): bmv2 where both tools are on PATH")
+    u.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="camus",
+                   help="each switch's process: camus (default: camus switch serve --fabric), "
+                        "bmv2 (simple_switch_grpc running the fabric program, compiled by "
+                        "p4c-bm2-ss; repeats ITCH copies, docs/routing.md), or auto: bmv2 where "
+                        "both tools are on PATH")
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop what `camus net up --net DIR` started")
     _net_option(d)

@@ -439,6 +439,7 @@ def test_the_device_emits_exactly_what_the_embedded_switch_does(shared_device, c
     embedded switch on random views and records: every copy the device sends back is one
     the embedded switch makes (none unexpected), none is missing (none repaired), and each
     view receives the same records."""
+    from controller.launch import Bmv2Process
     from controller.targets import open_target
     from shim.datapath import DataPath
     from shim.protocol.records import Record
@@ -455,9 +456,15 @@ def test_the_device_emits_exactly_what_the_embedded_switch_does(shared_device, c
         for expr in filters:
             dp.subscribe(dp.allocate_port(), 1, None, view_filter(dp.spec, schema, expr))
         dp.sync()
-        got = []
-        dp.send(1, 0, schema, records, got.append)
-        out.append({p: [(o, r.value) for o, r in v] for p, v in got[0].items()})
+        # bmv2 drops what its input ring cannot hold (BMV2_BURST): send it a few at a time.
+        step = BMV2_BURST if isinstance(getattr(target, "device", None), Bmv2Process) else len(records)
+        views: dict = {}
+        for start in range(0, len(records), step):
+            got = []
+            dp.send(1, 0, schema, records[start:start + step], got.append)
+            for p, v in got[0].items():
+                views.setdefault(p, []).extend((o, r.value) for o, r in v)
+        out.append(views)
     remote, embedded = out
     assert remote == embedded
     s = shared_device.stats
