@@ -175,22 +175,17 @@ class Wire:
 
 
 def p4c_config(pipeline, slots: int, work: Path):
-    """The bmv2 device config of `pipeline`'s program: p4c-bm2-ss's JSON and P4Info. An error
-    fails; warnings do not (the programs' cleanliness is tests/p4/test_p4c_programs.py's and
-    test_bmv2.py's to check; here only what the program does is compared)."""
-    import shutil
-    import subprocess
-
+    """The bmv2 device config of `pipeline`'s program, compiled by the controller's own
+    `p4c_compile` (cached, a refusal raises). Warnings do not fail here: the programs'
+    cleanliness is tests/p4/test_p4c_programs.py's and test_bmv2.py's to check; here only
+    what the program does is compared."""
     from compiler.p4 import write_p4
+    from controller.launch import p4c_compile
     from controller.push import TargetConfig
 
     work.mkdir(parents=True, exist_ok=True)
     write_p4(pipeline, None, work, slots)
-    p4info, program = work / "p4c.p4info.txtpb", work / "program.json"
-    run = subprocess.run([shutil.which("p4c-bm2-ss"), "--arch", "v1model", "--p4runtime-files", str(p4info),
-                          "-o", str(program), str(work / "program.p4")], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, f"p4c-bm2-ss {work / 'program.p4'}:\n{run.stderr}"
-    return TargetConfig.from_files(p4info, program)
+    return TargetConfig.from_files(*p4c_compile(work / "program.p4", work))
 
 
 def _numbered(cls):
