@@ -230,29 +230,22 @@ class NativeDataPlane(DataPlane):
 
     def reset_cells(self, register: str, first: int, count: int) -> None:
         """Zero cells first..first+count-1 of a register: empty instances."""
-        self._sw.reset_cells(self._register(register), first, count)
+        count = self._check_cells(register, first, count)
+        self._sw.reset_cells(self._registers[register], first, count)
 
     def read_cells(self, register: str, first: int = 0, count: int | None = None) -> list[tuple[int, int, int]]:
         """(window tag, n, s) of each cell in first..first+count-1 (default: to the end)."""
-        index = self._register(register)
-        if count is None:
-            count = self._slots(register) - first
-        return self._sw.read_cells(index, first, count)
+        count = self._check_cells(register, first, count)
+        return self._sw.read_cells(self._registers[register], first, count)
 
     def write_cell(self, register: str, index: int, cell: tuple[int, int, int]) -> None:
         """Set one cell to (window tag, n, s)."""
+        self._check_cells(register, index, 1)
         tag, n, s = cell
-        self._sw.write_cell(self._register(register), index, tag, n, s)
-
-    def _register(self, name: str) -> int:
         try:
-            return self._registers[name]
-        except KeyError:
-            raise EntryError(f"no register named {name!r}") from None
-
-    def _slots(self, name: str) -> int:
-        return next(v.slots for app in self.pipeline.applications if app.state
-                    for v in app.state.vars if name in v.registers)
+            self._sw.write_cell(self._registers[register], index, tag, n, s)
+        except (ValueError, OverflowError) as exc:
+            raise EntryError(f"register {register!r} cell {index}: {exc}") from None
 
     # ---- counters ----
 

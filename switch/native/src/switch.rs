@@ -13,7 +13,7 @@ use crate::state::{AppState, PlanRegister, PlanState, Register};
 use crate::tables::{prefetch, Action, Table, CHUNK, DROP, FWD, MCAST, SET_STATE, STATEFUL};
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
-use std::time::Instant;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A walk state no message can be in (states have at most 56 bits): "not walking", for
 /// messages that are not subscription messages or are already decided.
@@ -231,15 +231,22 @@ pub struct Switch {
     pub drops: [u64; 4],
     /// IR 4: the register arrays of every application's states, by plan index.
     pub registers: Vec<Register>,
-    /// The ingress clock's origin: a frame given no timestamp is stamped with the
-    /// microseconds since the switch was built (as v1model's ingress_global_timestamp).
-    born: Instant,
     // Scratch reused across packets: message blocks, walk states, leaves, (port, rid,
     // message) triples.
     blocks: Vec<(usize, usize)>,
     states: Vec<u64>,
     leaves: Vec<Leaf>,
     picks: Vec<(u32, u16, u32)>,
+}
+
+/// The time of a frame given none: the real-time clock in µs since the Unix epoch (the
+/// state stages keep it modulo 2^48), so that windows on live traffic fall where a replay of
+/// its capture, stamped with the capture's times, puts them. Read once per frame, and only
+/// for frames with a stateful message.
+fn ingress_clock() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 /// One copy in the output buffer.
@@ -314,7 +321,6 @@ impl Switch {
             ports: PortTable::new(),
             drops: [0; 4],
             registers,
-            born: Instant::now(),
             blocks: Vec::new(),
             states: Vec::new(),
             leaves: Vec::new(),
@@ -431,7 +437,6 @@ impl Switch {
             registers,
             hits,
             misses,
-            born,
             ..
         } = self;
         let Some(st) = apps[app].state.as_mut() else {
@@ -439,7 +444,7 @@ impl Switch {
         };
         for (k, &(off, n)) in blocks.iter().enumerate() {
             if let Leaf::Stateful(ctx) = leaves[k] {
-                let t = *packet_ts.get_or_insert_with(|| born.elapsed().as_micros() as u64);
+                let t = *packet_ts.get_or_insert_with(ingress_clock);
                 let msg = &frame[off..off + n];
                 leaves[k] = match st.run(ctx, msg, n as u64, t, registers, hits, misses) {
                     Some(set) => Leaf::Ports(set),
