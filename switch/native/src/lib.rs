@@ -182,8 +182,8 @@ impl Switch {
         let mut t = [0u64; MAX_BOUNDARIES];
         t.copy_from_slice(&thresholds);
         let (st, bank) = self.bank_of(table)?;
-        st.install_bind(bank, ctx, Bind { base, scoped, bounds, strict, t });
-        Ok(())
+        st.install_bind(bank, ctx, Bind { base, scoped, bounds, strict, t })
+            .map_err(PyValueError::new_err)
     }
 
     fn uninstall_bind(&mut self, table: usize, ctx: u64) -> PyResult<()> {
@@ -203,15 +203,15 @@ impl Switch {
         update: Vec<u64>,
     ) -> PyResult<()> {
         let st = self.decide_of(table)?;
-        let key = st.decide_key(ctx, &regions).map_err(PyValueError::new_err)?;
-        st.install_decide(key, Decide { ports, update: update.into_boxed_slice() });
+        let regions = st.regions(&regions).map_err(PyValueError::new_err)?;
+        st.install_decide(ctx, regions, Decide { ports, update: update.into_boxed_slice() });
         Ok(())
     }
 
     fn uninstall_decide(&mut self, table: usize, ctx: u64, regions: Vec<u64>) -> PyResult<()> {
         let st = self.decide_of(table)?;
-        let key = st.decide_key(ctx, &regions).map_err(PyValueError::new_err)?;
-        st.uninstall_decide(&key);
+        let regions = st.regions(&regions).map_err(PyValueError::new_err)?;
+        st.uninstall_decide(ctx, &regions);
         Ok(())
     }
 
@@ -369,7 +369,7 @@ impl Switch {
         }
         Ok((
             self.inner.hits.clone(),
-            self.inner.misses.clone(),
+            self.inner.table_misses(),
             ports,
             self.inner.drops,
         ))

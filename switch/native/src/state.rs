@@ -9,8 +9,19 @@
 //! decide table, which gives the port set and which banks' update actions fire. Each
 //! accessed bank then writes its cell at most once. Nothing allocates per message: the
 //! decide key and the pending writes live in scratch buffers kept between messages.
+//!
+//! Layout, for speed. The entries are kept as installed (`Src`, per context), and compiled
+//! into one short run of u32 words per context in an arena (`Run`): its bound banks only,
+//! each with its boundaries, then its decisions keyed by those banks' regions alone (a bank
+//! the context does not bind always has region 0), as a dense table indexed by the regions
+//! in mixed radix when that is small, else sorted by key. A message then costs one lookup
+//! in a small map (context -> run), one or two cache lines of run, and its register cells;
+//! `run_chunk` fetches those ahead for a whole chunk of messages so their misses overlap.
+//! Runs are compiled lazily: an entry change marks its context, and the next packet
+//! compiles the marked ones, so a bulk load costs the entries' number, not its square.
 
 use crate::headers::Extractor;
+use crate::tables::{prefetch, CHUNK};
 use crate::switch::PlanField;
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
@@ -107,8 +118,8 @@ impl Register {
     }
 }
 
-/// A bind entry's action: the rule's first cell, whether the state is scoped for it, and
-/// its boundaries (thresholds with strict bits; the unused ones never counted).
+/// A bind entry's action as installed: the rule's first cell, whether the state is scoped
+/// for it, and its boundaries (thresholds with strict bits; those from `bounds` on unused).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bind {
     pub base: u64,
@@ -118,13 +129,67 @@ pub struct Bind {
     pub t: [u64; MAX_BOUNDARIES],
 }
 
-impl Bind {
-    /// The number of boundaries the value (n, s) satisfies (docs/pipeline-ir.md, step 3).
+/// A decide entry's action as installed: the port set (an index into the switch's port
+/// bitmaps; None for no port) and the update bits, one per bank in global bank order, as
+/// 64-bit words.
+#[derive(Clone, Debug)]
+pub struct Decide {
+    pub ports: Option<u32>,
+    pub update: Box<[u64]>,
+}
+
+/// Bound banks a context may have: its sorted decide key holds 4 bits for each in 128, its
+/// update mask a bit for each in 32.
+pub const MAX_BOUND: usize = 32;
+/// A context's decisions are a dense table when the product of its bound banks' region
+/// counts is at most this, else sorted entries.
+const DENSE_MAX: usize = 256;
+const ABSENT: u32 = u32::MAX; // a dense slot with no entry
+const NO_PORTS: u32 = u32::MAX - 1; // an entry whose decision selects no port
+const SORTED_WORDS: usize = 6; // key (4 words), ports, update
+
+/// What is installed for one context: its binds by global bank, its decide entries by
+/// every bank's region.
+#[derive(Default)]
+struct Src {
+    binds: Vec<(u16, Bind)>,
+    decides: FxHashMap<Box<[u64]>, Decide>,
+}
+
+/// A bound bank as a run holds it: header words, then `bounds` thresholds.
+#[derive(Clone, Copy)]
+struct Bound {
+    var: usize,
+    bank: usize,
+    bounds: usize,
+    strict: u32,
+    base: usize,
+    scoped: bool,
+}
+
+const BIND_HEADER: usize = 2;
+
+impl Bound {
     #[inline(always)]
-    fn region(&self, average: bool, n: u64, s: u64) -> u64 {
+    fn read(r: &[u32], pos: usize) -> Bound {
+        let (h, b) = (r[pos], r[pos + 1]);
+        Bound {
+            var: (h >> 24) as usize,
+            bank: ((h >> 16) & 0xFF) as usize,
+            bounds: ((h >> 8) & 0xFF) as usize,
+            strict: h & 0xFF,
+            base: (b & 0x7FFF_FFFF) as usize,
+            scoped: b >> 31 == 1,
+        }
+    }
+
+    /// The number of boundaries the value (n, s) satisfies (docs/pipeline-ir.md, step 3);
+    /// `t` the thresholds.
+    #[inline(always)]
+    fn region(&self, t: &[u32], average: bool, n: u64, s: u64) -> u64 {
         let mut r = 0u64;
-        for j in 0..self.bounds as usize {
-            let t = self.t[j];
+        for (j, &t) in t.iter().enumerate().take(self.bounds) {
+            let t = t as u64;
             let strict = (self.strict >> j) & 1 == 1;
             let ok = if !average {
                 if strict {
@@ -150,26 +215,9 @@ impl Bind {
     }
 }
 
-/// A decide entry's action: the port set (an index into the switch's port bitmaps; None
-/// for no port) and the update bits, one per bank in global bank order.
-pub struct Decide {
-    pub ports: Option<u32>,
-    pub update: Box<[u64]>,
-}
-
-impl Decide {
-    #[inline(always)]
-    fn updates(&self, bank: usize) -> bool {
-        self.update
-            .get(bank / 64)
-            .is_some_and(|w| (w >> (bank % 64)) & 1 == 1)
-    }
-}
-
 struct BankRt {
     bind_table: usize,
     register: usize,
-    global: usize,
 }
 
 struct VarRt {
@@ -184,28 +232,33 @@ struct VarRt {
 /// One accessed bank's pending write.
 #[derive(Clone, Copy)]
 struct Pending {
-    register: usize,
-    idx: usize,
+    register: u32,
+    idx: u32,
+    scoped: bool,
     tag: u64,
     n: u64,
     s: u64,
-    scoped: bool,
-    global: usize,
 }
 
 /// The state machine of one application.
 pub struct AppState {
     time: Option<(Extractor, TimeUnit)>,
     vars: Vec<VarRt>,
-    banks: usize,
+    /// (state index, bank) of each bank, in global bank order.
+    banks: Vec<(usize, usize)>,
+    words: usize,
     pub decide_table: usize,
-    /// ctx -> the bind of each bank (global bank order); a context is absent when no bank
-    /// binds it. One lookup gives every bank's bind (each still counts as its own table's
-    /// lookup).
-    binds: FxHashMap<u64, Box<[Option<Bind>]>>,
-    /// [ctx, region words...] -> decision.
-    decide: FxHashMap<Box<[u64]>, Decide>,
-    key: Vec<u64>,
+    src: FxHashMap<u64, Src>,
+    /// ctx -> (start, length) of its run in `arena`.
+    runs: FxHashMap<u64, (u32, u32)>,
+    arena: Vec<u32>,
+    garbage: usize,
+    /// Contexts whose entries changed since their run was compiled.
+    dirty: Vec<u64>,
+    /// Messages that reached the state stages since the counters were reset: each looked up
+    /// every bind table and the decide table once, so the misses are this less the hits
+    /// (counted as such, not one increment per bank and message).
+    lookups: u64,
     pending: Vec<Pending>,
 }
 
@@ -222,11 +275,17 @@ impl AppState {
                 Err(format!("table index {i} out of range"))
             }
         };
+        if p.vars.len() > 256 {
+            return Err("the native switch runs at most 256 declared states".into());
+        }
         let mut vars = Vec::new();
-        let mut global = 0usize;
-        for v in &p.vars {
-            if v.bind_tables.len() != v.registers.len() || v.bind_tables.is_empty() {
-                return Err("a state needs one bind table per register, at least one".into());
+        let mut banks = Vec::new();
+        for (vi, v) in p.vars.iter().enumerate() {
+            if v.bind_tables.len() != v.registers.len()
+                || v.bind_tables.is_empty()
+                || v.bind_tables.len() > 256
+            {
+                return Err("a state needs one bind table per register, 1..256 of them".into());
             }
             if v.window_us == 0 || !v.buckets.is_power_of_two() {
                 return Err("a state's window is at least 1 µs, its buckets a power of two".into());
@@ -234,20 +293,22 @@ impl AppState {
             if (v.kind == Kind::Average) != v.field.is_some() {
                 return Err("an average, and only an average, has a field".into());
             }
-            let mut banks = Vec::new();
-            for (&t, &r) in v.bind_tables.iter().zip(&v.registers) {
+            let mut var_banks = Vec::new();
+            for (bi, (&t, &r)) in v.bind_tables.iter().zip(&v.registers).enumerate() {
                 let reg = registers
                     .get(r)
                     .ok_or_else(|| format!("register index {r} out of range"))?;
                 if (reg.stride == 3) != (v.kind == Kind::Average) {
                     return Err("an average's registers hold sums, and only an average's".into());
                 }
-                banks.push(BankRt {
+                if reg.slots() > 1 << 31 {
+                    return Err("a register has at most 2^31 cells".into());
+                }
+                var_banks.push(BankRt {
                     bind_table: check(t)?,
                     register: r,
-                    global,
                 });
-                global += 1;
+                banks.push((vi, bi));
             }
             vars.push(VarRt {
                 kind: v.kind,
@@ -255,203 +316,466 @@ impl AppState {
                 key: v.key.as_ref().map(Extractor::new),
                 key_mask: v.buckets - 1,
                 window: v.window_us,
-                banks,
+                banks: var_banks,
             });
         }
-        let words = global.div_ceil(BANKS_PER_WORD);
+        if banks.len() > u16::MAX as usize {
+            return Err("too many banks".into());
+        }
         Ok(AppState {
             time: p.time.as_ref().map(|t| (Extractor::new(&t.field), t.unit)),
             vars,
-            banks: global,
+            words: banks.len().div_ceil(BANKS_PER_WORD),
+            banks,
             decide_table: check(p.decide_table)?,
-            binds: FxHashMap::default(),
-            decide: FxHashMap::default(),
-            key: vec![0; 1 + words],
-            pending: Vec::with_capacity(global),
+            src: FxHashMap::default(),
+            runs: FxHashMap::default(),
+            arena: Vec::new(),
+            garbage: 0,
+            dirty: Vec::new(),
+            lookups: 0,
+            pending: Vec::with_capacity(MAX_BOUND),
         })
     }
 
-    /// The (state index, bank) of bind table `table`, if it is one of this application's.
+    /// The global bank of bind table `table`, if it is one of this application's.
     pub fn bank_of_table(&self, table: usize) -> Option<usize> {
-        self.vars
+        self.banks
             .iter()
-            .flat_map(|v| v.banks.iter())
-            .find(|b| b.bind_table == table)
-            .map(|b| b.global)
+            .position(|&(v, b)| self.vars[v].banks[b].bind_table == table)
     }
 
-    pub fn install_bind(&mut self, bank: usize, ctx: u64, bind: Bind) {
-        let n = self.banks;
-        let slot = self
-            .binds
-            .entry(ctx)
-            .or_insert_with(|| vec![None; n].into_boxed_slice());
-        slot[bank] = Some(bind);
+    fn touch(&mut self, ctx: u64) -> &mut Src {
+        self.dirty.push(ctx);
+        self.src.entry(ctx).or_default()
+    }
+
+    pub fn install_bind(&mut self, bank: usize, ctx: u64, bind: Bind) -> Result<(), String> {
+        if bind.t.iter().any(|&t| t > u32::MAX as u64) || bind.base >= 1 << 31 {
+            return Err("a bind's thresholds have 32 bits, its base 31".into());
+        }
+        let g = bank as u16;
+        let src = self.src.entry(ctx).or_default();
+        match src.binds.binary_search_by_key(&g, |x| x.0) {
+            Ok(i) => src.binds[i].1 = bind,
+            Err(i) => {
+                if src.binds.len() == MAX_BOUND {
+                    return Err(format!(
+                        "context {ctx} would bind more than {MAX_BOUND} banks, the most the \
+                         native switch compares per context"
+                    ));
+                }
+                src.binds.insert(i, (g, bind));
+            }
+        }
+        self.dirty.push(ctx);
+        Ok(())
     }
 
     pub fn uninstall_bind(&mut self, bank: usize, ctx: u64) {
-        if let Some(slot) = self.binds.get_mut(&ctx) {
-            slot[bank] = None;
-            if slot.iter().all(Option::is_none) {
-                self.binds.remove(&ctx);
-            }
+        let src = self.touch(ctx);
+        if let Ok(i) = src.binds.binary_search_by_key(&(bank as u16), |x| x.0) {
+            src.binds.remove(i);
         }
     }
 
-    /// The decide key of (ctx, regions given as 64-bit words, low first).
-    pub fn decide_key(&self, ctx: u64, regions: &[u64]) -> Result<Box<[u64]>, String> {
-        let words = self.key.len() - 1;
-        if regions.iter().skip(words).any(|&w| w != 0) {
-            return Err(format!("regions wider than {} banks", self.banks));
+    /// Every bank's region as words (low first), checked against this application's banks.
+    pub fn regions(&self, regions: &[u64]) -> Result<Box<[u64]>, String> {
+        if regions.iter().skip(self.words).any(|&w| w != 0) {
+            return Err(format!("regions wider than {} banks", self.banks.len()));
         }
-        let mut key = vec![0u64; 1 + words];
-        key[0] = ctx;
-        for (k, &w) in regions.iter().take(words).enumerate() {
-            key[1 + k] = w;
+        let mut key = vec![0u64; self.words];
+        for (k, &w) in regions.iter().take(self.words).enumerate() {
+            key[k] = w;
         }
         Ok(key.into_boxed_slice())
     }
 
-    pub fn install_decide(&mut self, key: Box<[u64]>, d: Decide) {
-        self.decide.insert(key, d);
+    pub fn install_decide(&mut self, ctx: u64, regions: Box<[u64]>, d: Decide) {
+        self.touch(ctx).decides.insert(regions, d);
     }
 
-    pub fn uninstall_decide(&mut self, key: &[u64]) {
-        self.decide.remove(key);
+    pub fn uninstall_decide(&mut self, ctx: u64, regions: &[u64]) {
+        self.touch(ctx).decides.remove(regions);
     }
 
-    /// The message's time in µs (48 bits): its declared time field's, else the packet's.
+    /// Compile the runs of the contexts whose entries changed (before a packet reads them).
     #[inline(always)]
-    pub fn ts_us(&self, msg: &[u8], packet_ts: u64) -> u64 {
-        let ts = match &self.time {
-            None => packet_ts,
-            Some((f, unit)) => {
-                let v = f.get(msg);
-                match unit {
-                    TimeUnit::Ns => v / 1000,
-                    TimeUnit::Us => v,
-                    // Modulo 2^48 of the exact product: 2^48 divides 2^64, so wrapping is exact.
-                    TimeUnit::Ms => v.wrapping_mul(1000),
+    fn flush(&mut self) {
+        if !self.dirty.is_empty() {
+            self.compile_dirty();
+        }
+    }
+
+    #[cold]
+    fn compile_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for &ctx in &dirty {
+            if let Some(&(_, len)) = self.runs.get(&ctx) {
+                self.garbage += len as usize;
+                self.runs.remove(&ctx);
+            }
+            let run = match self.src.get(&ctx) {
+                Some(src) if src.binds.is_empty() && src.decides.is_empty() => {
+                    self.src.remove(&ctx);
+                    continue;
+                }
+                Some(src) => self.compile(src),
+                None => continue,
+            };
+            self.runs
+                .insert(ctx, (self.arena.len() as u32, run.len() as u32));
+            self.arena.extend_from_slice(&run);
+        }
+        if self.garbage > 4096 && self.garbage * 2 > self.arena.len() {
+            // Most of the arena is runs since replaced: copy the live ones to a new one.
+            let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+            for (start, len) in self.runs.values_mut() {
+                let from = *start as usize;
+                *start = arena.len() as u32;
+                arena.extend_from_slice(&self.arena[from..from + *len as usize]);
+            }
+            self.arena = arena;
+            self.garbage = 0;
+        }
+        dirty.clear();
+        self.dirty = dirty;
+    }
+
+    /// A context's run: [nbinds | dense << 8, decisions], per bound bank [var << 24 | bank
+    /// << 16 | bounds << 8 | strict, base | scoped << 31, thresholds...], then the
+    /// decisions: dense, a [ports, update] pair per combination of the bound banks' regions
+    /// (bank i's region r_i counts sum_i r_i * prod_{j<i} (bounds_j + 1)); or sorted, [key
+    /// as 4 words low first, ports, update] per entry, key = sum_i r_i << 4i. Update bit i
+    /// is the i-th bound bank's.
+    fn compile(&self, src: &Src) -> Vec<u32> {
+        let mut run = vec![src.binds.len() as u32, 0];
+        let mut radix = Vec::with_capacity(src.binds.len());
+        for &(g, b) in &src.binds {
+            let (var, bank) = self.banks[g as usize];
+            run.push(
+                (var as u32) << 24 | (bank as u32) << 16 | (b.bounds as u32) << 8 | b.strict as u32,
+            );
+            run.push(b.base as u32 | (b.scoped as u32) << 31);
+            run.extend(b.t.iter().take(b.bounds as usize).map(|&t| t as u32));
+            radix.push(b.bounds as usize + 1);
+        }
+        // The entries that can match, as (regions of the bound banks, ports, update).
+        let mut local: Vec<(Vec<u32>, u32, u32)> = Vec::new();
+        'entries: for (regions, d) in &src.decides {
+            let mut rest = regions.to_vec();
+            let mut rs = Vec::with_capacity(src.binds.len());
+            let mut update = 0u32;
+            for (i, &(g, b)) in src.binds.iter().enumerate() {
+                let g = g as usize;
+                let (w, shift) = (g / BANKS_PER_WORD, 4 * (g % BANKS_PER_WORD));
+                let r = rest.get(w).map_or(0, |x| (x >> shift) & 0xF) as u32;
+                if let Some(x) = rest.get_mut(w) {
+                    *x &= !(0xFu64 << shift);
+                }
+                if r as u8 > b.bounds {
+                    continue 'entries; // a region the bank never reaches
+                }
+                rs.push(r);
+                if d.update.get(g / 64).is_some_and(|x| (x >> (g % 64)) & 1 == 1) {
+                    update |= 1 << i;
                 }
             }
-        };
-        ts & TIMESTAMP_MASK
+            if rest.iter().any(|&x| x != 0) {
+                continue; // a region for a bank this context does not bind: never matches
+            }
+            local.push((rs, d.ports.unwrap_or(NO_PORTS), update));
+        }
+        let slots: usize = radix.iter().product();
+        if slots <= DENSE_MAX {
+            run[0] |= 1 << 8;
+            run[1] = slots as u32;
+            let at = run.len();
+            run.resize(at + 2 * slots, 0);
+            for k in 0..slots {
+                run[at + 2 * k] = ABSENT;
+            }
+            for (rs, ports, update) in local {
+                let (mut idx, mut stride) = (0usize, 1usize);
+                for (r, m) in rs.iter().zip(&radix) {
+                    idx += *r as usize * stride;
+                    stride *= m;
+                }
+                run[at + 2 * idx] = ports;
+                run[at + 2 * idx + 1] = update;
+            }
+        } else {
+            let mut keyed: Vec<(u128, u32, u32)> = local
+                .into_iter()
+                .map(|(rs, p, u)| {
+                    let key = rs
+                        .iter()
+                        .enumerate()
+                        .fold(0u128, |k, (i, &r)| k | (r as u128) << (4 * i));
+                    (key, p, u)
+                })
+                .collect();
+            keyed.sort_unstable_by_key(|e| e.0);
+            run[1] = keyed.len() as u32;
+            for (key, ports, update) in keyed {
+                for w in 0..4 {
+                    run.push((key >> (32 * w)) as u32);
+                }
+                run.push(ports);
+                run.push(update);
+            }
+        }
+        run
     }
 
-    /// Run the state stages for one message whose walk decided `stateful(ctx)`: read,
-    /// compare, decide, write. Returns the decision's port-set index (None: no port).
-    /// `length` is what a bytes meter adds; `hits`/`misses` are the per-table counters.
-    #[inline]
-    pub fn run(
+    /// The misses of the bind and decide tables, from the lookups and the hits.
+    pub fn misses(&self, hits: &[u64], misses: &mut [u64]) {
+        for v in &self.vars {
+            for b in &v.banks {
+                misses[b.bind_table] = self.lookups - hits[b.bind_table];
+            }
+        }
+        misses[self.decide_table] = self.lookups - hits[self.decide_table];
+    }
+
+    pub fn reset_counters(&mut self) {
+        self.lookups = 0;
+    }
+
+    /// Run the state stages for up to `CHUNK` messages whose walks decided `stateful(ctx)`,
+    /// in order: `items` are (ctx, offset, length) of each message in `frame`, all at
+    /// `packet_ts` (µs). For each: read, compare, decide, write; `out` gets the decision's
+    /// port-set index (None: no port). `hits` are the per-table hit counters.
+    ///
+    /// Messages follow one another (each sees the cells the one before it wrote), but where
+    /// their data lie does not depend on that: the runs and the register cells are looked
+    /// up and prefetched for every message of the chunk first, so that their cache misses
+    /// overlap instead of coming one after another.
+    pub fn run_chunk(
         &mut self,
-        ctx: u64,
-        msg: &[u8],
-        length: u64,
+        items: &[(u64, usize, usize)],
+        frame: &[u8],
         packet_ts: u64,
         registers: &mut [Register],
         hits: &mut [u64],
-        misses: &mut [u64],
-    ) -> Option<u32> {
-        let ts = self.ts_us(msg, packet_ts);
-        let binds = self.binds.get(&ctx);
-        let key = &mut self.key;
-        key.iter_mut().for_each(|w| *w = 0);
-        key[0] = ctx;
-        self.pending.clear();
-        for var in &self.vars {
-            let average = var.kind == Kind::Average;
-            // Computed once the first bank binds: most states of most contexts bind nothing.
-            let mut facts: Option<(u64, u64, u64, u64)> = None; // (w, bucket, dn, ds)
-            for bank in &var.banks {
-                let Some(b) = binds.and_then(|bs| bs[bank.global].as_ref()) else {
-                    misses[bank.bind_table] += 1;
-                    continue;
-                };
-                hits[bank.bind_table] += 1;
-                let (w, bucket, dn, ds) = *facts.get_or_insert_with(|| {
-                    let dn = if var.kind == Kind::MeterBytes { length } else { 1 };
-                    (
-                        ts / var.window,
-                        var.key.as_ref().map_or(0, |k| k.get(msg) & var.key_mask),
-                        dn,
-                        var.field.as_ref().map_or(0, |f| f.get(msg)),
-                    )
-                });
-                let idx = b.base as usize + bucket as usize;
-                let reg = &registers[bank.register];
-                let (tag, n, s) = reg.get(idx);
-                let (cn, cs) = if tag == w { (n, s) } else { (0, 0) };
-                // Whole saturation: an addition past either maximum is not made at all.
-                let (an, asum) = match (cn.checked_add(dn), cs.checked_add(ds)) {
-                    (Some(an), Some(asum)) if an <= N_MAX => (an, asum),
-                    _ => (cn, cs),
-                };
-                let (vn, vs) = if b.scoped { (an, asum) } else { (cn, cs) };
-                let r = b.region(average, vn, vs);
-                let g = bank.global;
-                key[1 + g / BANKS_PER_WORD] |= r << (4 * (g % BANKS_PER_WORD));
-                self.pending.push(Pending {
-                    register: bank.register,
-                    idx,
-                    tag: w,
-                    n: an,
-                    s: asum,
-                    scoped: b.scoped,
-                    global: g,
-                });
+        out: &mut [Option<u32>],
+    ) {
+        self.flush();
+        let AppState {
+            time,
+            vars,
+            runs,
+            arena,
+            lookups,
+            pending,
+            decide_table,
+            ..
+        } = self;
+        *lookups += items.len() as u64;
+        let mut at: [Option<(u32, u32)>; CHUNK] = [None; CHUNK];
+        for (j, &(ctx, _, _)) in items.iter().enumerate() {
+            at[j] = runs.get(&ctx).copied();
+            if let Some((start, len)) = at[j] {
+                let run = &arena[start as usize..(start + len) as usize];
+                prefetch(run.as_ptr());
+                if run.len() > 16 {
+                    prefetch(&run[16]);
+                }
             }
         }
-        let decision = self.decide.get(&key[..]);
-        match decision {
-            Some(_) => hits[self.decide_table] += 1,
-            None => misses[self.decide_table] += 1,
-        }
-        for p in &self.pending {
-            if p.scoped || decision.is_some_and(|d| d.updates(p.global)) {
-                registers[p.register].set(p.idx, p.tag, p.n, p.s);
+        for (j, &(_, off, n)) in items.iter().enumerate() {
+            let Some((start, len)) = at[j] else { continue };
+            let run = &arena[start as usize..(start + len) as usize];
+            let msg = &frame[off..off + n];
+            let mut pos = 2;
+            for _ in 0..run[0] & 0xFF {
+                let b = Bound::read(run, pos);
+                pos += BIND_HEADER + b.bounds;
+                let var = &vars[b.var];
+                let idx = b.base + var.key.as_ref().map_or(0, |k| (k.get(msg) & var.key_mask) as usize);
+                let reg = &registers[var.banks[b.bank].register];
+                if let Some(cell) = reg.cells.get(idx * reg.stride) {
+                    prefetch(cell);
+                }
             }
         }
-        decision.and_then(|d| d.ports)
+        for (j, &(_, off, n)) in items.iter().enumerate() {
+            out[j] = match at[j] {
+                None => None, // nothing bound, no decision: no port, no write
+                Some((start, len)) => {
+                    let run = &arena[start as usize..(start + len) as usize];
+                    let msg = &frame[off..off + n];
+                    let ts = ts_us(time, msg, packet_ts);
+                    run_one(run, vars, *decide_table, msg, n as u64, ts, registers, hits, pending)
+                }
+            };
+        }
     }
+}
+
+/// The message's time in µs (48 bits): its declared time field's, else the packet's.
+#[inline(always)]
+fn ts_us(time: &Option<(Extractor, TimeUnit)>, msg: &[u8], packet_ts: u64) -> u64 {
+    let ts = match time {
+        None => packet_ts,
+        Some((f, unit)) => {
+            let v = f.get(msg);
+            match unit {
+                TimeUnit::Ns => v / 1000,
+                TimeUnit::Us => v,
+                // Modulo 2^48 of the exact product: 2^48 divides 2^64, so wrapping is exact.
+                TimeUnit::Ms => v.wrapping_mul(1000),
+            }
+        }
+    };
+    ts & TIMESTAMP_MASK
+}
+
+/// Steps 3-5 of the per-message algorithm for one message of a context with a run.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn run_one(
+    run: &[u32],
+    vars: &[VarRt],
+    decide_table: usize,
+    msg: &[u8],
+    length: u64,
+    ts: u64,
+    registers: &mut [Register],
+    hits: &mut [u64],
+    pending: &mut Vec<Pending>,
+) -> Option<u32> {
+    pending.clear();
+    let dense = (run[0] >> 8) & 1 == 1;
+    let (mut idx, mut stride, mut key) = (0usize, 1usize, 0u128);
+    let mut pos = 2;
+    // Per state, computed at its first bound bank (binds come in state order).
+    let mut facts = (usize::MAX, 0u64, 0u64, 0u64, 0u64); // (var, w, bucket, dn, ds)
+    for i in 0..(run[0] & 0xFF) as usize {
+        let b = Bound::read(run, pos);
+        let t = &run[pos + BIND_HEADER..pos + BIND_HEADER + b.bounds];
+        pos += BIND_HEADER + b.bounds;
+        let var = &vars[b.var];
+        let bank = &var.banks[b.bank];
+        hits[bank.bind_table] += 1;
+        if facts.0 != b.var {
+            facts = (
+                b.var,
+                ts / var.window,
+                var.key.as_ref().map_or(0, |k| k.get(msg) & var.key_mask),
+                if var.kind == Kind::MeterBytes { length } else { 1 },
+                var.field.as_ref().map_or(0, |f| f.get(msg)),
+            );
+        }
+        let (_, w, bucket, dn, ds) = facts;
+        let cell = b.base + bucket as usize;
+        let (tag, n, s) = registers[bank.register].get(cell);
+        let (cn, cs) = if tag == w { (n, s) } else { (0, 0) };
+        // Whole saturation: an addition past either maximum is not made at all.
+        let (an, asum) = match (cn.checked_add(dn), cs.checked_add(ds)) {
+            (Some(an), Some(asum)) if an <= N_MAX => (an, asum),
+            _ => (cn, cs),
+        };
+        let (vn, vs) = if b.scoped { (an, asum) } else { (cn, cs) };
+        let r = b.region(t, var.kind == Kind::Average, vn, vs);
+        if dense {
+            idx += r as usize * stride;
+            stride *= b.bounds + 1;
+        } else {
+            key |= (r as u128) << (4 * i);
+        }
+        pending.push(Pending {
+            register: bank.register as u32,
+            idx: cell as u32,
+            scoped: b.scoped,
+            tag: w,
+            n: an,
+            s: asum,
+        });
+    }
+    let found = if dense {
+        let (ports, update) = (run[pos + 2 * idx], run[pos + 2 * idx + 1]);
+        (ports != ABSENT).then_some((ports, update))
+    } else {
+        let n = run[1] as usize;
+        let entry = |e: usize| {
+            let w = &run[pos + SORTED_WORDS * e..pos + SORTED_WORDS * e + 4];
+            w.iter()
+                .enumerate()
+                .fold(0u128, |k, (i, &x)| k | (x as u128) << (32 * i))
+        };
+        let e = search(n, entry, key);
+        e.map(|e| {
+            let at = pos + SORTED_WORDS * e + 4;
+            (run[at], run[at + 1])
+        })
+    };
+    if found.is_some() {
+        hits[decide_table] += 1;
+    }
+    let update = found.map_or(0, |f| f.1);
+    for (i, p) in pending.iter().enumerate() {
+        if p.scoped || (update >> i) & 1 == 1 {
+            registers[p.register as usize].set(p.idx as usize, p.tag, p.n, p.s);
+        }
+    }
+    found.and_then(|(ports, _)| (ports != NO_PORTS).then_some(ports))
+}
+
+/// The index among 0..n whose key (`key_of`, ascending) is `key`, by bisection.
+#[inline(always)]
+fn search(n: usize, key_of: impl Fn(usize) -> u128, key: u128) -> Option<usize> {
+    let (mut lo, mut hi) = (0usize, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match key_of(mid).cmp(&key) {
+            std::cmp::Ordering::Equal => return Some(mid),
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+        }
+    }
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn bind(t: &[(u64, bool)], scoped: bool) -> Bind {
-        let mut b = Bind {
-            base: 0,
-            scoped,
-            bounds: t.len() as u8,
+    fn bound(t: &[(u32, bool)]) -> (Bound, Vec<u32>) {
+        let mut b = Bound {
+            var: 0,
+            bank: 0,
+            bounds: t.len(),
             strict: 0,
-            t: [0; MAX_BOUNDARIES],
+            base: 0,
+            scoped: true,
         };
-        for (j, &(v, s)) in t.iter().enumerate() {
-            b.t[j] = v;
-            b.strict |= (s as u8) << j;
+        for (j, &(_, s)) in t.iter().enumerate() {
+            b.strict |= (s as u32) << j;
         }
-        b
+        (b, t.iter().map(|x| x.0).collect())
     }
 
     #[test]
     fn regions_count_satisfied_boundaries() {
-        let b = bind(&[(5, false), (5, true), (9, false)], true);
-        assert_eq!(b.region(false, 4, 0), 0);
-        assert_eq!(b.region(false, 5, 0), 1);
-        assert_eq!(b.region(false, 6, 0), 2);
-        assert_eq!(b.region(false, 9, 0), 3);
+        let (b, t) = bound(&[(5, false), (5, true), (9, false)]);
+        assert_eq!(b.region(&t, false, 4, 0), 0);
+        assert_eq!(b.region(&t, false, 5, 0), 1);
+        assert_eq!(b.region(&t, false, 6, 0), 2);
+        assert_eq!(b.region(&t, false, 9, 0), 3);
         // Averages: s / n against t, exactly; an empty average is 0.
-        assert_eq!(b.region(true, 2, 10), 1); // avg 5
-        assert_eq!(b.region(true, 2, 11), 2); // avg 5.5
-        assert_eq!(b.region(true, 0, 0), 0);
-        let z = bind(&[(0, false), (0, true)], true);
-        assert_eq!(z.region(true, 0, 0), 1);
-        assert_eq!(z.region(true, 3, 0), 1);
-        assert_eq!(z.region(true, 3, 1), 2);
+        assert_eq!(b.region(&t, true, 2, 10), 1); // avg 5
+        assert_eq!(b.region(&t, true, 2, 11), 2); // avg 5.5
+        assert_eq!(b.region(&t, true, 0, 0), 0);
+        let (z, tz) = bound(&[(0, false), (0, true)]);
+        assert_eq!(z.region(&tz, true, 0, 0), 1);
+        assert_eq!(z.region(&tz, true, 3, 0), 1);
+        assert_eq!(z.region(&tz, true, 3, 1), 2);
         // The largest operands: the product stays exact.
-        let big = bind(&[(u32::MAX as u64, false)], true);
-        assert_eq!(big.region(true, N_MAX, N_MAX * N_MAX), 1);
-        assert_eq!(big.region(true, N_MAX, N_MAX * N_MAX - 1), 0);
+        let (big, tb) = bound(&[(u32::MAX, false)]);
+        assert_eq!(big.region(&tb, true, N_MAX, N_MAX * N_MAX), 1);
+        assert_eq!(big.region(&tb, true, N_MAX, N_MAX * N_MAX - 1), 0);
     }
 }

@@ -333,7 +333,17 @@ impl Switch {
         self.apps.iter_mut().filter_map(|a| a.state.as_mut())
     }
 
+    /// Every table's misses; the state tables' are derived from their lookups.
+    pub fn table_misses(&self) -> Vec<u64> {
+        let mut misses = self.misses.clone();
+        for st in self.apps.iter().filter_map(|a| a.state.as_ref()) {
+            st.misses(&self.hits, &mut misses);
+        }
+        misses
+    }
+
     pub fn reset_counters(&mut self) {
+        self.apps_state_mut().for_each(AppState::reset_counters);
         self.hits.iter_mut().for_each(|x| *x = 0);
         self.misses.iter_mut().for_each(|x| *x = 0);
         self.ports.clear();
@@ -429,27 +439,41 @@ impl Switch {
     /// message after another in packet order, since each sees the cells the one before it
     /// wrote. An application with state has one lane, so `leaves` is one per block.
     fn run_state(&mut self, app: usize, frame: &[u8], ts: Option<u64>) {
-        let mut packet_ts = ts;
         let Switch {
             apps,
             blocks,
             leaves,
             registers,
             hits,
-            misses,
             ..
         } = self;
         let Some(st) = apps[app].state.as_mut() else {
             return;
         };
-        for (k, &(off, n)) in blocks.iter().enumerate() {
-            if let Leaf::Stateful(ctx) = leaves[k] {
-                let t = *packet_ts.get_or_insert_with(ingress_clock);
-                let msg = &frame[off..off + n];
-                leaves[k] = match st.run(ctx, msg, n as u64, t, registers, hits, misses) {
-                    Some(set) => Leaf::Ports(set),
-                    None => Leaf::None,
-                };
+        let mut packet_ts = ts;
+        // The stateful messages, in order, CHUNK at a time (see `AppState::run_chunk`).
+        let mut items = [(0u64, 0usize, 0usize); CHUNK];
+        let mut at = [0usize; CHUNK];
+        let mut out = [None; CHUNK];
+        let mut k = 0;
+        while k < blocks.len() {
+            let mut m = 0;
+            while k < blocks.len() && m < CHUNK {
+                if let Leaf::Stateful(ctx) = leaves[k] {
+                    let (off, n) = blocks[k];
+                    items[m] = (ctx, off, n);
+                    at[m] = k;
+                    m += 1;
+                }
+                k += 1;
+            }
+            if m == 0 {
+                continue;
+            }
+            let t = *packet_ts.get_or_insert_with(ingress_clock);
+            st.run_chunk(&items[..m], frame, t, registers, hits, &mut out[..m]);
+            for j in 0..m {
+                leaves[at[j]] = out[j].map_or(Leaf::None, Leaf::Ports);
             }
         }
     }
