@@ -109,35 +109,42 @@ def pack_times(ts_us: Sequence[int] | None) -> bytes | None:
     return None if ts_us is None else struct.pack(f"<{len(ts_us)}Q", *ts_us)
 
 
-class _PortSets:
-    """mcast bitmaps interned for the native switch: one index per distinct bitmap, shared
-    by every entry carrying it, reused once no entry does."""
+class _Interned:
+    """Values the native switch refers to by a small index: mcast port bitmaps (too wide for
+    a native action's parameter) and contexts (so that the state stages find a context's
+    data by indexing an array, not by hashing its 24-bit id). One index per distinct value,
+    shared by every entry holding it, reused once no entry does; `publish(index, value)`
+    tells the extension when an index takes a new value."""
 
-    def __init__(self, sw) -> None:
-        self.sw = sw
-        self.index: dict[int, int] = {}  # bitmap -> index
-        self.refs: dict[int, int] = {}  # bitmap -> entries carrying it
-        self.by_entry: dict[tuple, int] = {}  # entry key -> its bitmap
+    def __init__(self, publish=None) -> None:
+        self.publish = publish
+        self.index: dict[int, int] = {}  # value -> index
+        self.refs: dict[int, int] = {}  # value -> entries holding it
+        self.by_entry: dict[tuple, int] = {}  # entry key -> its value
         self.free: list[int] = []
 
-    def acquire(self, bits: int) -> int:
-        i = self.index.get(bits)
+    def hold(self, key: tuple, value: int) -> int:
+        """The index of `value`, now held by entry `key` (instead of what it held before)."""
+        i = self.index.get(value)
         if i is None:
             i = self.free.pop() if self.free else len(self.index)
-            self.index[bits] = i
-            self.refs[bits] = 0
-            self.sw.set_port_set(i, _words(bits))
-        self.refs[bits] += 1
+            self.index[value] = i
+            self.refs[value] = 0
+            if self.publish is not None:
+                self.publish(i, value)
+        self.refs[value] += 1
+        self.release_entry(key)
+        self.by_entry[key] = value
         return i
 
     def release_entry(self, key: tuple) -> None:
-        bits = self.by_entry.pop(key, None)
-        if bits is None:
+        value = self.by_entry.pop(key, None)
+        if value is None:
             return
-        self.refs[bits] -= 1
-        if not self.refs[bits]:
-            del self.refs[bits]
-            self.free.append(self.index.pop(bits))
+        self.refs[value] -= 1
+        if not self.refs[value]:
+            del self.refs[value]
+            self.free.append(self.index.pop(value))
 
 
 class NativeDataPlane(DataPlane):
@@ -150,43 +157,52 @@ class NativeDataPlane(DataPlane):
         self._names = list(self._index)
         self._registers = registers_of(self.pipeline)
         self._sw = native.Switch(json.dumps(plan))
-        self._port_sets = _PortSets(self._sw)
+        self._port_sets = _Interned(lambda i, bits: self._sw.set_port_set(i, _words(bits)))
+        self._contexts = _Interned()
 
     # ---- hooks ----
 
     def _install(self, e: Entry) -> None:
         # Every key arrives reduced to (state, a, b): see pipeline.entries.Entry. An mcast
-        # entry's bitmap is too wide for the native action: it carries the bitmap's index.
+        # entry's bitmap is too wide for the native action: it carries the bitmap's index;
+        # contexts (stateful(ctx), and the key of bind and decide entries) go by their index.
+        table = self._index[e.table]
         if e.role == BIND:
             base, scoped, bounds, strict, *thresholds = e.params
-            self._sw.install_bind(self._index[e.table], e.state, base, bool(scoped), bounds, strict,
-                                  thresholds)
+            ctx = self._contexts.hold(e.key, e.state)
+            self._sw.install_bind(table, ctx, base, bool(scoped), bounds, strict, thresholds)
             return
         if e.role == DECIDE:
             ports, update = e.params
-            # A decision with no port (updates only) needs no bitmap.
-            index = self._port_sets.acquire(ports) if ports else None
-            self._port_sets.release_entry(e.key)
+            ctx = self._contexts.hold(e.key, e.state)
             if ports:
-                self._port_sets.by_entry[e.key] = ports
-            self._sw.install_decide(self._index[e.table], e.state, _words(e.a), index, _words(update))
+                index = self._port_sets.hold(e.key, ports)
+            else:  # a decision with no port (updates only) needs no bitmap
+                index = None
+                self._port_sets.release_entry(e.key)
+            self._sw.install_decide(table, ctx, _words(e.a), index, _words(update))
             return
         param = e.param
         if e.action == "mcast":
-            param = self._port_sets.acquire(e.param)
-        self._port_sets.release_entry(e.key)
-        if e.action == "mcast":
-            self._port_sets.by_entry[e.key] = e.param
-        self._sw.install(self._index[e.table], e.state, e.a, e.b, e.priority, ACTION_CODES[e.action], param)
+            param = self._port_sets.hold(e.key, e.param)
+        else:
+            self._port_sets.release_entry(e.key)
+        if e.action == "stateful":
+            param = self._contexts.hold(e.key, e.param)
+        else:
+            self._contexts.release_entry(e.key)
+        self._sw.install(table, e.state, e.a, e.b, e.priority, ACTION_CODES[e.action], param)
 
     def _uninstall(self, e: Entry) -> None:
+        table = self._index[e.table]
         if e.role == BIND:
-            self._sw.uninstall_bind(self._index[e.table], e.state)
+            self._sw.uninstall_bind(table, self._contexts.index[e.state])
         elif e.role == DECIDE:
-            self._sw.uninstall_decide(self._index[e.table], e.state, _words(e.a))
+            self._sw.uninstall_decide(table, self._contexts.index[e.state], _words(e.a))
         else:
-            self._sw.uninstall(self._index[e.table], e.state, e.a, e.b, e.priority)
+            self._sw.uninstall(table, e.state, e.a, e.b, e.priority)
         self._port_sets.release_entry(e.key)
+        self._contexts.release_entry(e.key)
 
     def _install_group(self, group_id, replicas) -> None:
         self._sw.set_group(group_id, list(replicas))

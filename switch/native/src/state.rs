@@ -102,19 +102,21 @@ impl Register {
     }
 
     /// (tag, n, s) of cell `i` (s is 0 for a cell without a sum).
+    #[inline(always)]
     pub fn get(&self, i: usize) -> (u64, u64, u64) {
-        let c = &self.cells[i * self.stride..(i + 1) * self.stride];
-        (c[0], c[1], if self.stride == 3 { c[2] } else { 0 })
+        let at = i * self.stride;
+        let s = if self.stride == 3 { self.cells[at + 2] } else { 0 };
+        (self.cells[at], self.cells[at + 1], s)
     }
 
+    #[inline(always)]
     pub fn set(&mut self, i: usize, tag: u64, n: u64, s: u64) {
-        let stride = self.stride;
-        let c = &mut self.cells[i * stride..(i + 1) * stride];
-        c[0] = tag;
-        c[1] = n;
-        if stride == 3 {
-            c[2] = s;
+        let at = i * self.stride;
+        if self.stride == 3 {
+            self.cells[at + 2] = s;
         }
+        self.cells[at] = tag;
+        self.cells[at + 1] = n;
     }
 }
 
@@ -156,11 +158,11 @@ struct Src {
     decides: FxHashMap<Box<[u64]>, Decide>,
 }
 
-/// A bound bank as a run holds it: header words, then `bounds` thresholds.
+/// A bound bank as a run holds it: two header words ([global bank << 16 | bounds << 8 |
+/// strict, base | scoped << 31]), then `bounds` thresholds.
 #[derive(Clone, Copy)]
 struct Bound {
-    var: usize,
-    bank: usize,
+    global: usize,
     bounds: usize,
     strict: u32,
     base: usize,
@@ -174,8 +176,7 @@ impl Bound {
     fn read(r: &[u32], pos: usize) -> Bound {
         let (h, b) = (r[pos], r[pos + 1]);
         Bound {
-            var: (h >> 24) as usize,
-            bank: ((h >> 16) & 0xFF) as usize,
+            global: (h >> 16) as usize,
             bounds: ((h >> 8) & 0xFF) as usize,
             strict: h & 0xFF,
             base: (b & 0x7FFF_FFFF) as usize,
@@ -185,31 +186,19 @@ impl Bound {
 
     /// The number of boundaries the value (n, s) satisfies (docs/pipeline-ir.md, step 3);
     /// `t` the thresholds.
+    ///
+    /// Without branches on the data: a counter or meter compares n with t, an average s with
+    /// t·n, an empty average (n = 0) its value 0 with t; strict adds one to the right side
+    /// (all integers). t < 2^32 and n < 2^32, so t·n + 1 is exact in 64 bits.
     #[inline(always)]
     fn region(&self, t: &[u32], average: bool, n: u64, s: u64) -> u64 {
+        let product = average & (n != 0);
+        let lhs = if product { s } else if average { 0 } else { n };
+        let m = if product { n } else { 1 };
         let mut r = 0u64;
         for (j, &t) in t.iter().enumerate().take(self.bounds) {
-            let t = t as u64;
-            let strict = (self.strict >> j) & 1 == 1;
-            let ok = if !average {
-                if strict {
-                    n > t
-                } else {
-                    n >= t
-                }
-            } else if n == 0 {
-                // An empty average is 0.
-                !strict && t == 0
-            } else {
-                // t < 2^32 and n < 2^32: the product is exact in 64 bits.
-                let tn = t * n;
-                if strict {
-                    s > tn
-                } else {
-                    s >= tn
-                }
-            };
-            r += ok as u64;
+            let strict = ((self.strict >> j) & 1) as u64;
+            r += (lhs >= t as u64 * m + strict) as u64;
         }
         r
     }
@@ -218,6 +207,14 @@ impl Bound {
 struct BankRt {
     bind_table: usize,
     register: usize,
+}
+
+/// A bank as the packet path needs it, by global bank: its state, register, bind table.
+#[derive(Clone, Copy)]
+struct BankInfo {
+    var: usize,
+    register: usize,
+    bind_table: usize,
 }
 
 struct VarRt {
@@ -229,16 +226,20 @@ struct VarRt {
     banks: Vec<BankRt>,
 }
 
-/// One accessed bank's pending write.
+/// The write an update action may make, once the decision says whether it fires: bound
+/// bank `bit`'s new cell.
 #[derive(Clone, Copy)]
 struct Pending {
+    bit: u32,
     register: u32,
     idx: u32,
-    scoped: bool,
     tag: u64,
     n: u64,
     s: u64,
 }
+
+/// The cells of a message's first bound banks, computed when they are prefetched.
+const CACHED_CELLS: usize = 4;
 
 /// The state machine of one application.
 pub struct AppState {
@@ -246,11 +247,14 @@ pub struct AppState {
     vars: Vec<VarRt>,
     /// (state index, bank) of each bank, in global bank order.
     banks: Vec<(usize, usize)>,
+    info: Vec<BankInfo>,
     words: usize,
     pub decide_table: usize,
+    /// By context. Contexts arrive as small indices (switch/native_dataplane.py interns
+    /// the 24-bit ids), so a context's run is found by indexing `runs`, no hashing.
     src: FxHashMap<u64, Src>,
-    /// ctx -> (start, length) of its run in `arena`.
-    runs: FxHashMap<u64, (u32, u32)>,
+    /// context -> (start, length) of its run in `arena`; length 0: no run.
+    runs: Vec<(u32, u32)>,
     arena: Vec<u32>,
     garbage: usize,
     /// Contexts whose entries changed since their run was compiled.
@@ -260,6 +264,10 @@ pub struct AppState {
     /// (counted as such, not one increment per bank and message).
     lookups: u64,
     pending: Vec<Pending>,
+    /// Each state's window index at the frame's time (without a time field every message
+    /// of a frame has the frame's time: one division per state and frame, not per bank
+    /// and message).
+    windows: Vec<u64>,
 }
 
 impl AppState {
@@ -322,19 +330,29 @@ impl AppState {
         if banks.len() > u16::MAX as usize {
             return Err("too many banks".into());
         }
+        let info = banks
+            .iter()
+            .map(|&(v, b): &(usize, usize)| BankInfo {
+                var: v,
+                register: vars[v].banks[b].register,
+                bind_table: vars[v].banks[b].bind_table,
+            })
+            .collect();
         Ok(AppState {
             time: p.time.as_ref().map(|t| (Extractor::new(&t.field), t.unit)),
             vars,
             words: banks.len().div_ceil(BANKS_PER_WORD),
             banks,
+            info,
             decide_table: check(p.decide_table)?,
             src: FxHashMap::default(),
-            runs: FxHashMap::default(),
+            runs: Vec::new(),
             arena: Vec::new(),
             garbage: 0,
             dirty: Vec::new(),
             lookups: 0,
             pending: Vec::with_capacity(MAX_BOUND),
+            windows: Vec::new(),
         })
     }
 
@@ -413,10 +431,12 @@ impl AppState {
         dirty.sort_unstable();
         dirty.dedup();
         for &ctx in &dirty {
-            if let Some(&(_, len)) = self.runs.get(&ctx) {
-                self.garbage += len as usize;
-                self.runs.remove(&ctx);
+            let c = ctx as usize;
+            if c >= self.runs.len() {
+                self.runs.resize(c + 1, (0, 0));
             }
+            self.garbage += self.runs[c].1 as usize;
+            self.runs[c] = (0, 0);
             let run = match self.src.get(&ctx) {
                 Some(src) if src.binds.is_empty() && src.decides.is_empty() => {
                     self.src.remove(&ctx);
@@ -425,14 +445,13 @@ impl AppState {
                 Some(src) => self.compile(src),
                 None => continue,
             };
-            self.runs
-                .insert(ctx, (self.arena.len() as u32, run.len() as u32));
+            self.runs[c] = (self.arena.len() as u32, run.len() as u32);
             self.arena.extend_from_slice(&run);
         }
         if self.garbage > 4096 && self.garbage * 2 > self.arena.len() {
             // Most of the arena is runs since replaced: copy the live ones to a new one.
             let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
-            for (start, len) in self.runs.values_mut() {
+            for (start, len) in self.runs.iter_mut().filter(|r| r.1 != 0) {
                 let from = *start as usize;
                 *start = arena.len() as u32;
                 arena.extend_from_slice(&self.arena[from..from + *len as usize]);
@@ -444,8 +463,8 @@ impl AppState {
         self.dirty = dirty;
     }
 
-    /// A context's run: [nbinds | dense << 8, decisions], per bound bank [var << 24 | bank
-    /// << 16 | bounds << 8 | strict, base | scoped << 31, thresholds...], then the
+    /// A context's run: [nbinds | dense << 8, decisions], per bound bank [global bank << 16
+    /// | bounds << 8 | strict, base | scoped << 31, thresholds...], then the
     /// decisions: dense, a [ports, update] pair per combination of the bound banks' regions
     /// (bank i's region r_i counts sum_i r_i * prod_{j<i} (bounds_j + 1)); or sorted, [key
     /// as 4 words low first, ports, update] per entry, key = sum_i r_i << 4i. Update bit i
@@ -454,10 +473,7 @@ impl AppState {
         let mut run = vec![src.binds.len() as u32, 0];
         let mut radix = Vec::with_capacity(src.binds.len());
         for &(g, b) in &src.binds {
-            let (var, bank) = self.banks[g as usize];
-            run.push(
-                (var as u32) << 24 | (bank as u32) << 16 | (b.bounds as u32) << 8 | b.strict as u32,
-            );
+            run.push((g as u32) << 16 | (b.bounds as u32) << 8 | b.strict as u32);
             run.push(b.base as u32 | (b.scoped as u32) << 31);
             run.extend(b.t.iter().take(b.bounds as usize).map(|&t| t as u32));
             radix.push(b.bounds as usize + 1);
@@ -566,53 +582,83 @@ impl AppState {
         let AppState {
             time,
             vars,
+            info,
             runs,
             arena,
             lookups,
-            pending,
             decide_table,
+            windows,
+            pending,
             ..
         } = self;
         *lookups += items.len() as u64;
+        for &(ctx, _, _) in items {
+            if let Some(r) = runs.get(ctx as usize) {
+                prefetch(r);
+            }
+        }
         let mut at: [Option<(u32, u32)>; CHUNK] = [None; CHUNK];
         for (j, &(ctx, _, _)) in items.iter().enumerate() {
-            at[j] = runs.get(&ctx).copied();
+            at[j] = runs.get(ctx as usize).copied().filter(|r| r.1 != 0);
             if let Some((start, len)) = at[j] {
-                let run = &arena[start as usize..(start + len) as usize];
-                prefetch(run.as_ptr());
-                if run.len() > 16 {
-                    prefetch(&run[16]);
+                // Every line of the run, up to four (binds, then decisions).
+                let (mut w, end) = (start as usize, (start + len.min(64)) as usize);
+                while w < end {
+                    prefetch(&arena[w]);
+                    w += 16;
                 }
             }
         }
+        // The cells of each message's first bound banks, fetched ahead (and kept, so the
+        // key is read once).
+        let mut cells = [[0u32; CACHED_CELLS]; CHUNK];
         for (j, &(_, off, n)) in items.iter().enumerate() {
             let Some((start, len)) = at[j] else { continue };
             let run = &arena[start as usize..(start + len) as usize];
             let msg = &frame[off..off + n];
             let mut pos = 2;
-            for _ in 0..run[0] & 0xFF {
+            for i in 0..((run[0] & 0xFF) as usize).min(CACHED_CELLS) {
                 let b = Bound::read(run, pos);
                 pos += BIND_HEADER + b.bounds;
-                let var = &vars[b.var];
-                let idx = b.base + var.key.as_ref().map_or(0, |k| (k.get(msg) & var.key_mask) as usize);
-                let reg = &registers[var.banks[b.bank].register];
-                if let Some(cell) = reg.cells.get(idx * reg.stride) {
-                    prefetch(cell);
+                let bank = info[b.global];
+                let cell = cell_of(&vars[bank.var], &b, msg);
+                cells[j][i] = cell as u32;
+                let reg = &registers[bank.register];
+                if let Some(c) = reg.cells.get(cell * reg.stride) {
+                    prefetch(c);
                 }
             }
         }
+        let frame_windows = if time.is_none() {
+            let ts = packet_ts & TIMESTAMP_MASK;
+            windows.clear();
+            windows.extend(vars.iter().map(|v| ts / v.window));
+            Some(&windows[..])
+        } else {
+            None
+        };
         for (j, &(_, off, n)) in items.iter().enumerate() {
             out[j] = match at[j] {
                 None => None, // nothing bound, no decision: no port, no write
                 Some((start, len)) => {
                     let run = &arena[start as usize..(start + len) as usize];
                     let msg = &frame[off..off + n];
-                    let ts = ts_us(time, msg, packet_ts);
-                    run_one(run, vars, *decide_table, msg, n as u64, ts, registers, hits, pending)
+                    let clock = match frame_windows {
+                        Some(w) => Clock::Windows(w),
+                        None => Clock::Ts(ts_us(time, msg, packet_ts)),
+                    };
+                    let m = Message { bytes: msg, length: n as u64, clock, cells: &cells[j] };
+                    run_one(run, vars, info, *decide_table, &m, registers, hits, pending)
                 }
             };
         }
     }
+}
+
+/// The cell a bound bank's instance uses for a message: its base plus the key's bucket.
+#[inline(always)]
+fn cell_of(var: &VarRt, b: &Bound, msg: &[u8]) -> usize {
+    b.base + var.key.as_ref().map_or(0, |k| (k.get(msg) & var.key_mask) as usize)
 }
 
 /// The message's time in µs (48 bits): its declared time field's, else the packet's.
@@ -633,67 +679,95 @@ fn ts_us(time: &Option<(Extractor, TimeUnit)>, msg: &[u8], packet_ts: u64) -> u6
     ts & TIMESTAMP_MASK
 }
 
+/// A message's time as the banks need it: its window index per state, or its time in µs.
+#[derive(Clone, Copy)]
+enum Clock<'a> {
+    Windows(&'a [u64]),
+    Ts(u64),
+}
+
+/// One message as the state stages see it.
+struct Message<'a> {
+    bytes: &'a [u8],
+    length: u64,
+    clock: Clock<'a>,
+    /// The cells of its first bound banks (`CACHED_CELLS`).
+    cells: &'a [u32; CACHED_CELLS],
+}
+
 /// Steps 3-5 of the per-message algorithm for one message of a context with a run.
+///
+/// A scoped bank's cell is written as soon as it is read (it is written whatever the
+/// decision, and no other bank reads it); an update action's waits for the decision.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn run_one(
     run: &[u32],
     vars: &[VarRt],
+    info: &[BankInfo],
     decide_table: usize,
-    msg: &[u8],
-    length: u64,
-    ts: u64,
+    m: &Message,
     registers: &mut [Register],
     hits: &mut [u64],
     pending: &mut Vec<Pending>,
 ) -> Option<u32> {
-    pending.clear();
     let dense = (run[0] >> 8) & 1 == 1;
     let (mut idx, mut stride, mut key) = (0usize, 1usize, 0u128);
     let mut pos = 2;
+    pending.clear();
     // Per state, computed at its first bound bank (binds come in state order).
-    let mut facts = (usize::MAX, 0u64, 0u64, 0u64, 0u64); // (var, w, bucket, dn, ds)
+    let mut facts = (usize::MAX, 0u64, 0u64, 0u64); // (var, w, dn, ds)
     for i in 0..(run[0] & 0xFF) as usize {
         let b = Bound::read(run, pos);
         let t = &run[pos + BIND_HEADER..pos + BIND_HEADER + b.bounds];
         pos += BIND_HEADER + b.bounds;
-        let var = &vars[b.var];
-        let bank = &var.banks[b.bank];
+        let bank = info[b.global];
+        let var = &vars[bank.var];
         hits[bank.bind_table] += 1;
-        if facts.0 != b.var {
+        if facts.0 != bank.var {
             facts = (
-                b.var,
-                ts / var.window,
-                var.key.as_ref().map_or(0, |k| k.get(msg) & var.key_mask),
-                if var.kind == Kind::MeterBytes { length } else { 1 },
-                var.field.as_ref().map_or(0, |f| f.get(msg)),
+                bank.var,
+                match m.clock {
+                    Clock::Windows(w) => w[bank.var],
+                    Clock::Ts(ts) => ts / var.window,
+                },
+                if var.kind == Kind::MeterBytes { m.length } else { 1 },
+                var.field.as_ref().map_or(0, |f| f.get(m.bytes)),
             );
         }
-        let (_, w, bucket, dn, ds) = facts;
-        let cell = b.base + bucket as usize;
-        let (tag, n, s) = registers[bank.register].get(cell);
+        let (_, w, dn, ds) = facts;
+        let cell = match m.cells.get(i) {
+            Some(&c) => c as usize,
+            None => cell_of(var, &b, m.bytes),
+        };
+        let reg = &mut registers[bank.register];
+        let (tag, n, s) = reg.get(cell);
         let (cn, cs) = if tag == w { (n, s) } else { (0, 0) };
         // Whole saturation: an addition past either maximum is not made at all.
         let (an, asum) = match (cn.checked_add(dn), cs.checked_add(ds)) {
             (Some(an), Some(asum)) if an <= N_MAX => (an, asum),
             _ => (cn, cs),
         };
-        let (vn, vs) = if b.scoped { (an, asum) } else { (cn, cs) };
-        let r = b.region(t, var.kind == Kind::Average, vn, vs);
+        let r = if b.scoped {
+            reg.set(cell, w, an, asum);
+            b.region(t, var.kind == Kind::Average, an, asum)
+        } else {
+            pending.push(Pending {
+                bit: i as u32,
+                register: bank.register as u32,
+                idx: cell as u32,
+                tag: w,
+                n: an,
+                s: asum,
+            });
+            b.region(t, var.kind == Kind::Average, cn, cs)
+        };
         if dense {
             idx += r as usize * stride;
             stride *= b.bounds + 1;
         } else {
             key |= (r as u128) << (4 * i);
         }
-        pending.push(Pending {
-            register: bank.register as u32,
-            idx: cell as u32,
-            scoped: b.scoped,
-            tag: w,
-            n: an,
-            s: asum,
-        });
     }
     let found = if dense {
         let (ports, update) = (run[pos + 2 * idx], run[pos + 2 * idx + 1]);
@@ -706,22 +780,19 @@ fn run_one(
                 .enumerate()
                 .fold(0u128, |k, (i, &x)| k | (x as u128) << (32 * i))
         };
-        let e = search(n, entry, key);
-        e.map(|e| {
+        search(n, entry, key).map(|e| {
             let at = pos + SORTED_WORDS * e + 4;
             (run[at], run[at + 1])
         })
     };
-    if found.is_some() {
-        hits[decide_table] += 1;
-    }
-    let update = found.map_or(0, |f| f.1);
-    for (i, p) in pending.iter().enumerate() {
-        if p.scoped || (update >> i) & 1 == 1 {
+    let (ports, update) = found?;
+    hits[decide_table] += 1;
+    for p in pending.iter() {
+        if (update >> p.bit) & 1 == 1 {
             registers[p.register as usize].set(p.idx as usize, p.tag, p.n, p.s);
         }
     }
-    found.and_then(|(ports, _)| (ports != NO_PORTS).then_some(ports))
+    (ports != NO_PORTS).then_some(ports)
 }
 
 /// The index among 0..n whose key (`key_of`, ascending) is `key`, by bisection.
@@ -745,8 +816,7 @@ mod tests {
 
     fn bound(t: &[(u32, bool)]) -> (Bound, Vec<u32>) {
         let mut b = Bound {
-            var: 0,
-            bank: 0,
+            global: 0,
             bounds: t.len(),
             strict: 0,
             base: 0,
