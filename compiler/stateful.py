@@ -126,9 +126,10 @@ def _truth(a: StateAtom, v) -> bool:
 
 
 def _substitute(f: Filter, truth) -> Filter:
-    """`f` with each state predicate replaced by `truth(atom)` (a bool), folded."""
+    """`f` with each state predicate replaced by `truth(atom)` (a bool), folded; with
+    `truth` None, only folded (constants absorbed, state predicates kept)."""
     if isinstance(f, StateAtom):
-        return Const(truth(f))
+        return f if truth is None else Const(truth(f))
     if isinstance(f, (And, Or)):
         items = [_substitute(i, truth) for i in f.items]
         absorbing = isinstance(f, Or)
@@ -191,8 +192,9 @@ class RuleState:
 def compile_rule(rule: Rule, serial: int) -> RuleState:
     """The boundaries, combinations and pseudo-rules of one stateful rule; StateError (at
     the rule's line) when it has too many boundaries on a state or too many combinations."""
-    vars_ = rule_state(rule)
-    atoms = state_atoms(rule.filter)
+    vars_ = rule_state(rule)  # every state the rule names keeps its instance, read or not
+    # Predicates that a constant decides (`true or c > 5`) cut no region.
+    atoms = state_atoms(_substitute(rule.filter, None))
     bounds = []
     for var in vars_:
         found = {b for a in atoms if a.state is var for b in _threshold_atoms(a)}

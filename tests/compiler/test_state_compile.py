@@ -366,3 +366,32 @@ def test_camus_compile_and_eval_run_the_slides_rule_in_time(tmp_path):
     out = r.stdout.splitlines()
     assert [json.loads(x) for x in out[:-1]] == want and any(want)
     assert out[-1] == "null" and '"@ts"' in r.stderr and r.returncode == 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_static_pipeline_with_state(seed):
+    # the broker's kind of compile (static: the pipeline depends on the spec alone) takes
+    # stateful rules; lanes are not used with state; incremental gives the same document
+    from compiler.incremental import Incremental
+
+    rng = random.Random(seed)
+    rules = parse_rules("\n".join(random_rule(rng) for _ in range(4)), SPEC)
+    try:
+        c = compile_rules(SPEC, rules, static=True, lanes="auto")
+    except StateError:
+        return
+    assert not c.application.lanes and c.pipeline.state_width == 32
+    assert Incremental(SPEC, rules, static=True).entries() == c.entries
+    tables, ev = c.tables(), Evaluator(rules)
+    for pkt in random_packets(rng, 30):
+        assert tables.ports_at(c.application, dict(pkt.values), pkt.ts_us, pkt.length) == \
+            ev.packet(pkt)
+
+
+def test_predicates_a_constant_decides_cut_no_regions():
+    rules = parse_rules("(a > 3 or true or c in {1, 3, 5, 7, 9, 11}) and ck > 2 : fwd(1)",
+                        SPEC)
+    c = compile_rules(SPEC, rules)  # 13 thresholds on c, but none that matters
+    binds = [e for e in c.entries["table_entries"] if e["action"] == "bind"]
+    assert sorted(e["params"]["bounds"] for e in binds) == [0, 1]  # c still counts (scoped)
