@@ -26,11 +26,13 @@ IPv4 table one per packet it forwards or fails to forward.
 State (IR 4, docs/pipeline-ir.md "State"): packets go in with their time, `ts_us`
 (microseconds; a pipeline whose spec declares a time field reads the message's field
 instead). A caller that has a time gives it: `camus switch run` a pcap record's, the broker a
-record's timestamp. A caller that gives none gets the ingress clock: the real-time clock in
-µs since the Unix epoch, modulo 2^48, read as the frame is processed (live UDP input, `camus
-switch serve`). Register cells are read, written and zeroed by name (`read_cells`,
-`write_cell`, `reset_cells`: the control plane's resets and P4Runtime's RegisterEntry); a
-cell is (window tag, n, s).
+record's timestamp. A caller that gives none gets the implementation's clock: the native
+switch's is the real-time clock in µs since the Unix epoch (modulo 2^48), read as the frame
+is processed, so that windows on live input (`camus switch serve`) fall where a replay of its
+capture puts them; the Python switch's counts µs from its creation. Register cells are
+read, written and zeroed by register name and index (`read_cell`, `write_cell`,
+`reset_cells`: the control plane's resets and P4Runtime's RegisterEntry), a cell as the
+integer docs/pipeline-ir.md packs (tag, n and s from the high bits).
 """
 
 from __future__ import annotations
@@ -145,8 +147,58 @@ class DataPlane(abc.ABC):
 
     @abc.abstractmethod
     def process(self, packet: bytes, in_port: int, ts_us: int | None = None) -> Output:
-        """Run one frame, at time `ts_us` (None: the ingress clock), through the pipeline;
-        return its (egress_port, frame) copies."""
+        """Run one frame, at time `ts_us` (µs; None: the implementation's clock), through
+        the pipeline; return its (egress_port, frame) copies."""
+
+    # ---- control: registers (IR 4) ------------------------------------------------------
+
+    def reset_cells(self, cells: tuple[str, int, int]) -> None:
+        """Zero cells first..first+count-1 of a register: `(register, first, count)`, as
+        `Changes.steps()` gives a "reset_cells" step."""
+        register, first, count = cells
+        slots = self._register_slots(register)
+        if not (isinstance(first, int) and isinstance(count, int) and 0 <= first
+                and 0 <= count and first + count <= slots):
+            raise EntryError(f"register {register!r}: cells {first}..{first}+{count} are not "
+                             f"within its {slots} cells")
+        self._reset_cells(register, first, count)
+
+    def read_cell(self, register: str, index: int) -> int:
+        """One register cell (docs/pipeline-ir.md: tag, n and s packed)."""
+        if not 0 <= index < self._register_slots(register):
+            raise EntryError(f"register {register!r} has no cell {index}")
+        return self._read_cell(register, index)
+
+    def write_cell(self, register: str, index: int, cell: int) -> None:
+        """Set one register cell (packed as `read_cell` gives it; P4Runtime's RegisterEntry
+        writes): EntryError for a cell the register lacks or a value wider than its cells."""
+        if not 0 <= index < self._register_slots(register):
+            raise EntryError(f"register {register!r} has no cell {index}")
+        width = self._register_var(register).cell_width
+        if not isinstance(cell, int) or not 0 <= cell < 1 << width:
+            raise EntryError(f"register {register!r}: a cell is an integer of {width} bits, "
+                             f"not {cell!r}")
+        self._write_cell(register, index, cell)
+
+    def _register_var(self, register: str):
+        """The declared state (pipeline.model.StateVar) whose bank `register` is."""
+        for app in self.pipeline.applications:
+            for var in app.state.vars if app.state else ():
+                if register in var.registers:
+                    return var
+        raise EntryError(f"no register named {register!r}")
+
+    def _register_slots(self, register: str) -> int:
+        return self._register_var(register).slots
+
+    def _reset_cells(self, register: str, first: int, count: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} holds no registers")
+
+    def _read_cell(self, register: str, index: int) -> int:
+        raise NotImplementedError(f"{type(self).__name__} holds no registers")
+
+    def _write_cell(self, register: str, index: int, cell: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} holds no registers")
 
     def process_batch(self, packets: Sequence[bytes], in_port: int,
                       ts_us: Sequence[int] | None = None) -> list[Output]:
@@ -173,28 +225,6 @@ class DataPlane(abc.ABC):
                 copies += struct.pack("<4I", i, port, len(out), len(frame))
                 out += frame
         return bytes(out), bytes(copies)
-
-    # ---- registers (IR 4) --------------------------------------------------------------
-
-    def register_slots(self, register: str) -> int:
-        """The number of cells of a register of this pipeline; EntryError if it has none so
-        named."""
-        for app in self.pipeline.applications:
-            for var in app.state.vars if app.state else ():
-                if register in var.registers:
-                    return var.slots
-        raise EntryError(f"no register named {register!r}")
-
-    def _check_cells(self, register: str, first: int, count: int | None) -> int:
-        """`count` (None: to the last cell) once first..first+count-1 are known cells."""
-        slots = self.register_slots(register)
-        if count is None:
-            count = slots - first
-        if not (isinstance(first, int) and isinstance(count, int) and 0 <= first
-                and 0 <= count and first + count <= slots):
-            raise EntryError(f"register {register!r}: cells {first}..{first}+{count} are not "
-                             f"within its {slots} cells")
-        return count
 
     @abc.abstractmethod
     def counters(self) -> dict[str, Any]:

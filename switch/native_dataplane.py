@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.entries import Entry
-from pipeline.model import BIND, DECIDE, Application, EntryError, Field, Pipeline
+from pipeline.interpreter import pack_cell, unpack_cell
+from pipeline.model import BIND, DECIDE, Application, Field, Pipeline
 from switch.dataplane import DROP_REASONS, DataPlane, Output
 from switch.native_switch import load as load_native
 
@@ -244,24 +245,16 @@ class NativeDataPlane(DataPlane):
 
     # ---- registers (IR 4) ----
 
-    def reset_cells(self, register: str, first: int, count: int) -> None:
-        """Zero cells first..first+count-1 of a register: empty instances."""
-        count = self._check_cells(register, first, count)
+    def _reset_cells(self, register: str, first: int, count: int) -> None:
         self._sw.reset_cells(self._registers[register], first, count)
 
-    def read_cells(self, register: str, first: int = 0, count: int | None = None) -> list[tuple[int, int, int]]:
-        """(window tag, n, s) of each cell in first..first+count-1 (default: to the end)."""
-        count = self._check_cells(register, first, count)
-        return self._sw.read_cells(self._registers[register], first, count)
+    def _read_cell(self, register: str, index: int) -> int:
+        (tag, n, s), = self._sw.read_cells(self._registers[register], index, 1)
+        return pack_cell(self._register_var(register), tag, n, s)
 
-    def write_cell(self, register: str, index: int, cell: tuple[int, int, int]) -> None:
-        """Set one cell to (window tag, n, s)."""
-        self._check_cells(register, index, 1)
-        tag, n, s = cell
-        try:
-            self._sw.write_cell(self._registers[register], index, tag, n, s)
-        except (ValueError, OverflowError) as exc:
-            raise EntryError(f"register {register!r} cell {index}: {exc}") from None
+    def _write_cell(self, register: str, index: int, cell: int) -> None:
+        tag, n, s = unpack_cell(self._register_var(register), cell)
+        self._sw.write_cell(self._registers[register], index, tag, n, s)
 
     # ---- counters ----
 
