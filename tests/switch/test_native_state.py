@@ -426,3 +426,107 @@ def test_camus_switch_run_times_frames_by_their_pcap_records(impl, tmp_path):
                            str(tmp_path / "in.pcap"), "--out-dir", str(out), "--impl", impl]) == 0
         got = [read_mold(read_udp(r.data).payload)[1] - 100 for r in read_pcap(str(out / "port-2.pcap"))]
         assert got == [1, 2, 4, 6]
+
+
+# Single framing: one message per datagram, which may run past the message's 4 bytes (a
+# bytes meter adds the UDP payload's length), or fall short of them (not a subscription
+# message). Windows of a few µs; a keyed counter and meter.
+FLAT = """
+header m { bit<8> k; bit<8> a; bit<16> b; }
+@pragma udp_port(5555)
+@pragma query_field_exact(m.k)
+@pragma query_field(m.a)
+@pragma query_field(m.b)
+@pragma query_counter(c, 10, 256)
+@pragma query_counter(ck, 7, 256, m.k, 4)
+@pragma query_average(m.a, 20, 256)
+@pragma query_meter(mp, packets, 50, 256, m.k, 2)
+@pragma query_meter(mb, bytes, 30, 256)
+"""
+FLAT_SPEC = parse_spec(FLAT, name="flat")
+FLAT_STATE = {"c": [0, 1, 2, 3], "ck": [0, 1, 2], "avg(a)": [0, 1, 2, 100, 255],
+              "rate(mp)": [0, 19999, 20000, 40000], "rate(mb)": [0, 133333, 133334, 400000, 2000000]}
+flat_atoms = st.one_of(
+    st.builds(lambda op, k: f"k {op} {k}", st.sampled_from(["==", "!="]), st.integers(0, 3)),
+    st.builds(lambda f, op, x: f"{f} {op} {x}", st.sampled_from(["a", "b"]), st.sampled_from(OPS),
+              st.sampled_from([0, 1, 2, 100, 255])),
+    st.sampled_from(sorted(FLAT_STATE)).flatmap(
+        lambda name: st.builds(lambda op, x: f"{name} {op} {x}", st.sampled_from(OPS),
+                               st.sampled_from(FLAT_STATE[name]))),
+)
+flat_filters = st.recursive(flat_atoms, lambda sub: st.one_of(
+    st.builds(lambda a, b: f"({a} and {b})", sub, sub), st.builds(lambda a, b: f"({a} or {b})", sub, sub),
+    st.builds(lambda a: f"not {a}", sub)), max_leaves=3)
+
+
+def flat_rule(f: str, ports: set[int], updates: list[str]) -> str:
+    actions = ([f"fwd({', '.join(map(str, sorted(ports)))})"] if ports else []) + updates
+    return f"{f} : {', '.join(actions or ['fwd(1)'])}"
+
+
+flat_rules = st.lists(st.builds(
+    flat_rule, flat_filters, st.sets(st.integers(1, 4), max_size=2),
+    st.lists(st.sampled_from(["count(c)", "count(ck)", "avg(a)", "meter(mp)", "meter(mb)"]),
+             unique=True, max_size=2)), min_size=1, max_size=4)
+flat_payloads = st.one_of(
+    st.builds(lambda k, a, b, extra: struct.pack("!BBH", k, a, b) + bytes(extra), st.integers(0, 3),
+              st.sampled_from([0, 1, 2, 100, 255]), st.sampled_from([0, 1, 65535]), st.integers(0, 40)),
+    st.binary(max_size=3),  # shorter than a message
+)
+flat_cuts = st.one_of(st.none(), st.none(), st.none(), st.integers(0, 40))  # None: whole
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.filter_too_much])
+@given(lines=flat_rules, payloads=st.lists(st.tuples(steps, flat_payloads, flat_cuts), min_size=1,
+                                            max_size=16))
+def test_single_framing_with_message_lengths(lines, payloads):
+    """One message per datagram: both data planes and the Evaluator agree, a bytes meter
+    adding each datagram's payload length; frames cut short are dropped and touch nothing."""
+    rules = parse_rules("\n".join(lines), FLAT_SPEC)
+    try:
+        c = compile_rules(FLAT_SPEC, rules)
+    except StateError:
+        assume(False)
+        raise
+    planes = {impl: load(c.pipeline, c.entries, impl=impl) for impl in IMPLEMENTATIONS}
+    ev = Evaluator(rules)
+    ts = 0
+    for step, payload, cut in payloads:
+        ts = max(0, ts + step)
+        frame = udp_frame(payload, dst_port=5555)
+        whole = cut is None or cut >= len(frame)
+        out = process_all(planes, frame if whole else frame[:cut], ts)
+        if not whole or len(payload) < 4:
+            assert out == []
+            continue
+        k, a, b = struct.unpack_from("!BBH", payload)
+        want = ev.packet(Packet(ts, {"m.k": k, "m.a": a, "m.b": b}, len(payload)))
+        assert {p for p, _ in out} == want
+        for _, copy in out:
+            assert read_udp(copy).payload == payload
+    assert planes["native"].counters() == planes["python"].counters()
+    assert cells(planes["native"], c) == cells(planes["python"], c)
+
+
+@pytest.mark.parametrize("banks", [4, 16])
+def test_contexts_with_many_region_combinations(banks):
+    """Three rules in one scope, each cutting the same counter at eight thresholds: 9^3 = 729
+    region combinations in one context, more than the native switch keeps in a dense table
+    (256), so its decisions are searched by key; with a fourth rule on another state and
+    16 banks, the regions take more than one 64-bit word of the decide key."""
+    spec = parse_spec(FLAT + f"@pragma query_banks({banks})\n", name="flat")
+    text = ("c == 1 or c == 3 or c == 5 or c == 7 : fwd(1)\n"
+            "c == 2 or c == 4 or c == 6 or c == 8 : fwd(2)\n"
+            "c in {1, 2, 5, 6} or c >= 9 : fwd(3)\n"
+            "avg(a) > 2 : fwd(4)\n")
+    rules = parse_rules(text, spec)
+    c = compile_rules(spec, rules)
+    planes = {impl: load(c.pipeline, c.entries, impl=impl) for impl in IMPLEMENTATIONS}
+    ev = Evaluator(rules)
+    for i in range(24):
+        ts, a = 5 * i, (0, 7)[i % 2]
+        payload = struct.pack("!BBH", 1, a, 0)
+        out = process_all(planes, udp_frame(payload, dst_port=5555), ts)
+        assert {p for p, _ in out} == ev.packet(Packet(ts, {"m.k": 1, "m.a": a, "m.b": 0}, 4))
+    assert planes["native"].counters() == planes["python"].counters()
