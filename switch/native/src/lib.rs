@@ -367,9 +367,10 @@ impl Switch {
         for (p, c) in self.inner.ports.iter() {
             ports.set_item(p, (c.rx, c.tx))?;
         }
+        let (hits, misses) = self.inner.table_counters();
         Ok((
-            self.inner.hits.clone(),
-            self.inner.table_misses(),
+            hits,
+            misses,
             ports,
             self.inner.drops,
         ))

@@ -158,8 +158,10 @@ struct Src {
     decides: FxHashMap<Box<[u64]>, Decide>,
 }
 
-/// A bound bank as a run holds it: two header words ([global bank << 16 | bounds << 8 |
-/// strict, base | scoped << 31]), then `bounds` thresholds.
+/// A bound bank as a run holds it: four header words ([global bank << 16 | bounds << 8 |
+/// strict, base | scoped << 31, register | state << 16, the bank's weight in a dense
+/// decision index]), then `bounds` thresholds. The register and state are the bank's (also
+/// found through the global bank), kept here so the packet path reads one place.
 #[derive(Clone, Copy)]
 struct Bound {
     global: usize,
@@ -167,20 +169,26 @@ struct Bound {
     strict: u32,
     base: usize,
     scoped: bool,
+    register: usize,
+    var: usize,
+    weight: usize,
 }
 
-const BIND_HEADER: usize = 2;
+const BIND_HEADER: usize = 4;
 
 impl Bound {
     #[inline(always)]
     fn read(r: &[u32], pos: usize) -> Bound {
-        let (h, b) = (r[pos], r[pos + 1]);
+        let h = &r[pos..pos + BIND_HEADER];
         Bound {
-            global: (h >> 16) as usize,
-            bounds: ((h >> 8) & 0xFF) as usize,
-            strict: h & 0xFF,
-            base: (b & 0x7FFF_FFFF) as usize,
-            scoped: b >> 31 == 1,
+            global: (h[0] >> 16) as usize,
+            bounds: ((h[0] >> 8) & 0xFF) as usize,
+            strict: h[0] & 0xFF,
+            base: (h[1] & 0x7FFF_FFFF) as usize,
+            scoped: h[1] >> 31 == 1,
+            register: (h[2] & 0xFFFF) as usize,
+            var: (h[2] >> 16) as usize,
+            weight: h[3] as usize,
         }
     }
 
@@ -263,6 +271,12 @@ pub struct AppState {
     /// every bind table and the decide table once, so the misses are this less the hits
     /// (counted as such, not one increment per bank and message).
     lookups: u64,
+    /// Messages per context since its run was compiled (or the counters reset): each hit the
+    /// bind table of every bank the run binds. Folded into `bind_hits` (by global bank) when
+    /// the run changes; the counters add the two up. One increment per message, not one per
+    /// bound bank.
+    ctx_msgs: Vec<u64>,
+    bind_hits: Vec<u64>,
     pending: Vec<Pending>,
     /// Each state's window index at the frame's time (without a time field every message
     /// of a frame has the frame's time: one division per state and frame, not per bank
@@ -309,8 +323,8 @@ impl AppState {
                 if (reg.stride == 3) != (v.kind == Kind::Average) {
                     return Err("an average's registers hold sums, and only an average's".into());
                 }
-                if reg.slots() > 1 << 31 {
-                    return Err("a register has at most 2^31 cells".into());
+                if reg.slots() > 1 << 31 || r > u16::MAX as usize {
+                    return Err("the native switch runs at most 65,536 registers of 2^31 cells".into());
                 }
                 var_banks.push(BankRt {
                     bind_table: check(t)?,
@@ -338,6 +352,7 @@ impl AppState {
                 bind_table: vars[v].banks[b].bind_table,
             })
             .collect();
+        let nbanks = banks.len();
         Ok(AppState {
             time: p.time.as_ref().map(|t| (Extractor::new(&t.field), t.unit)),
             vars,
@@ -351,6 +366,8 @@ impl AppState {
             garbage: 0,
             dirty: Vec::new(),
             lookups: 0,
+            ctx_msgs: Vec::new(),
+            bind_hits: vec![0; nbanks],
             pending: Vec::with_capacity(MAX_BOUND),
             windows: Vec::new(),
         })
@@ -434,6 +451,14 @@ impl AppState {
             let c = ctx as usize;
             if c >= self.runs.len() {
                 self.runs.resize(c + 1, (0, 0));
+                self.ctx_msgs.resize(c + 1, 0);
+            }
+            // The run's messages hit its binds: count them before the binds change.
+            let msgs = std::mem::take(&mut self.ctx_msgs[c]);
+            let (start, len) = self.runs[c];
+            if msgs != 0 && len != 0 {
+                let run = &self.arena[start as usize..(start + len) as usize];
+                for_each_bound(run, |b| self.bind_hits[b.global] += msgs);
             }
             self.garbage += self.runs[c].1 as usize;
             self.runs[c] = (0, 0);
@@ -472,9 +497,14 @@ impl AppState {
     fn compile(&self, src: &Src) -> Vec<u32> {
         let mut run = vec![src.binds.len() as u32, 0];
         let mut radix = Vec::with_capacity(src.binds.len());
+        let mut weight = 1usize;
         for &(g, b) in &src.binds {
+            let info = self.info[g as usize];
             run.push((g as u32) << 16 | (b.bounds as u32) << 8 | b.strict as u32);
             run.push(b.base as u32 | (b.scoped as u32) << 31);
+            run.push(info.register as u32 | (info.var as u32) << 16);
+            run.push(weight.min(u32::MAX as usize) as u32);
+            weight = weight.saturating_mul(b.bounds as usize + 1);
             run.extend(b.t.iter().take(b.bounds as usize).map(|&t| t as u32));
             radix.push(b.bounds as usize + 1);
         }
@@ -546,7 +576,23 @@ impl AppState {
         run
     }
 
-    /// The misses of the bind and decide tables, from the lookups and the hits.
+    /// The hits of the bind tables (their entries in `hits` are not counted per message).
+    pub fn hits(&self, hits: &mut [u64]) {
+        let mut by_bank = self.bind_hits.clone();
+        for (c, &(start, len)) in self.runs.iter().enumerate() {
+            let msgs = self.ctx_msgs.get(c).copied().unwrap_or(0);
+            if msgs != 0 && len != 0 {
+                let run = &self.arena[start as usize..(start + len) as usize];
+                for_each_bound(run, |b| by_bank[b.global] += msgs);
+            }
+        }
+        for (g, &n) in by_bank.iter().enumerate() {
+            hits[self.info[g].bind_table] = n;
+        }
+    }
+
+    /// The misses of the bind and decide tables, from the lookups and the hits (`hits` as
+    /// `hits` made them).
     pub fn misses(&self, hits: &[u64], misses: &mut [u64]) {
         for v in &self.vars {
             for b in &v.banks {
@@ -558,6 +604,8 @@ impl AppState {
 
     pub fn reset_counters(&mut self) {
         self.lookups = 0;
+        self.ctx_msgs.iter_mut().for_each(|n| *n = 0);
+        self.bind_hits.iter_mut().for_each(|n| *n = 0);
     }
 
     /// Run the state stages for up to `CHUNK` messages whose walks decided `stateful(ctx)`,
@@ -582,13 +630,13 @@ impl AppState {
         let AppState {
             time,
             vars,
-            info,
             runs,
             arena,
             lookups,
             decide_table,
             windows,
             pending,
+            ctx_msgs,
             ..
         } = self;
         *lookups += items.len() as u64;
@@ -601,11 +649,10 @@ impl AppState {
         for (j, &(ctx, _, _)) in items.iter().enumerate() {
             at[j] = runs.get(ctx as usize).copied().filter(|r| r.1 != 0);
             if let Some((start, len)) = at[j] {
-                // Every line of the run, up to four (binds, then decisions).
-                let (mut w, end) = (start as usize, (start + len.min(64)) as usize);
-                while w < end {
-                    prefetch(&arena[w]);
-                    w += 16;
+                // The run's first two lines: its binds and, for most contexts, decisions.
+                prefetch(&arena[start as usize]);
+                if len > 16 {
+                    prefetch(&arena[start as usize + 16]);
                 }
             }
         }
@@ -620,10 +667,9 @@ impl AppState {
             for i in 0..((run[0] & 0xFF) as usize).min(CACHED_CELLS) {
                 let b = Bound::read(run, pos);
                 pos += BIND_HEADER + b.bounds;
-                let bank = info[b.global];
-                let cell = cell_of(&vars[bank.var], &b, msg);
+                let cell = cell_of(&vars[b.var], &b, msg);
                 cells[j][i] = cell as u32;
-                let reg = &registers[bank.register];
+                let reg = &registers[b.register];
                 if let Some(c) = reg.cells.get(cell * reg.stride) {
                     prefetch(c);
                 }
@@ -637,10 +683,11 @@ impl AppState {
         } else {
             None
         };
-        for (j, &(_, off, n)) in items.iter().enumerate() {
+        for (j, &(ctx, off, n)) in items.iter().enumerate() {
             out[j] = match at[j] {
                 None => None, // nothing bound, no decision: no port, no write
                 Some((start, len)) => {
+                    ctx_msgs[ctx as usize] += 1;
                     let run = &arena[start as usize..(start + len) as usize];
                     let msg = &frame[off..off + n];
                     let clock = match frame_windows {
@@ -648,10 +695,20 @@ impl AppState {
                         None => Clock::Ts(ts_us(time, msg, packet_ts)),
                     };
                     let m = Message { bytes: msg, length: n as u64, clock, cells: &cells[j] };
-                    run_one(run, vars, info, *decide_table, &m, registers, hits, pending)
+                    run_one(run, vars, *decide_table, &m, registers, hits, pending)
                 }
             };
         }
+    }
+}
+
+/// Call `f` with each bound bank of a run.
+fn for_each_bound(run: &[u32], mut f: impl FnMut(&Bound)) {
+    let mut pos = 2;
+    for _ in 0..run[0] & 0xFF {
+        let b = Bound::read(run, pos);
+        pos += BIND_HEADER + b.bounds;
+        f(&b);
     }
 }
 
@@ -704,7 +761,6 @@ struct Message<'a> {
 fn run_one(
     run: &[u32],
     vars: &[VarRt],
-    info: &[BankInfo],
     decide_table: usize,
     m: &Message,
     registers: &mut [Register],
@@ -712,7 +768,7 @@ fn run_one(
     pending: &mut Vec<Pending>,
 ) -> Option<u32> {
     let dense = (run[0] >> 8) & 1 == 1;
-    let (mut idx, mut stride, mut key) = (0usize, 1usize, 0u128);
+    let (mut idx, mut key) = (0usize, 0u128);
     let mut pos = 2;
     pending.clear();
     // Per state, computed at its first bound bank (binds come in state order).
@@ -721,14 +777,12 @@ fn run_one(
         let b = Bound::read(run, pos);
         let t = &run[pos + BIND_HEADER..pos + BIND_HEADER + b.bounds];
         pos += BIND_HEADER + b.bounds;
-        let bank = info[b.global];
-        let var = &vars[bank.var];
-        hits[bank.bind_table] += 1;
-        if facts.0 != bank.var {
+        let var = &vars[b.var];
+        if facts.0 != b.var {
             facts = (
-                bank.var,
+                b.var,
                 match m.clock {
-                    Clock::Windows(w) => w[bank.var],
+                    Clock::Windows(w) => w[b.var],
                     Clock::Ts(ts) => ts / var.window,
                 },
                 if var.kind == Kind::MeterBytes { m.length } else { 1 },
@@ -740,7 +794,7 @@ fn run_one(
             Some(&c) => c as usize,
             None => cell_of(var, &b, m.bytes),
         };
-        let reg = &mut registers[bank.register];
+        let reg = &mut registers[b.register];
         let (tag, n, s) = reg.get(cell);
         let (cn, cs) = if tag == w { (n, s) } else { (0, 0) };
         // Whole saturation: an addition past either maximum is not made at all.
@@ -754,7 +808,7 @@ fn run_one(
         } else {
             pending.push(Pending {
                 bit: i as u32,
-                register: bank.register as u32,
+                register: b.register as u32,
                 idx: cell as u32,
                 tag: w,
                 n: an,
@@ -763,8 +817,7 @@ fn run_one(
             b.region(t, var.kind == Kind::Average, cn, cs)
         };
         if dense {
-            idx += r as usize * stride;
-            stride *= b.bounds + 1;
+            idx += r as usize * b.weight;
         } else {
             key |= (r as u128) << (4 * i);
         }

@@ -333,13 +333,15 @@ impl Switch {
         self.apps.iter_mut().filter_map(|a| a.state.as_mut())
     }
 
-    /// Every table's misses; the state tables' are derived from their lookups.
-    pub fn table_misses(&self) -> Vec<u64> {
-        let mut misses = self.misses.clone();
+    /// Every table's (hits, misses); the state tables' come from their applications'
+    /// lookups (bind tables are not counted one message at a time).
+    pub fn table_counters(&self) -> (Vec<u64>, Vec<u64>) {
+        let (mut hits, mut misses) = (self.hits.clone(), self.misses.clone());
         for st in self.apps.iter().filter_map(|a| a.state.as_ref()) {
-            st.misses(&self.hits, &mut misses);
+            st.hits(&mut hits);
+            st.misses(&hits, &mut misses);
         }
-        misses
+        (hits, misses)
     }
 
     pub fn reset_counters(&mut self) {
