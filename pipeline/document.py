@@ -16,6 +16,8 @@ from pipeline.match_kinds import MATCH_KINDS
 from pipeline.model import (
     FRAMINGS,
     IR_VERSION,
+    IR_VERSIONS,
+    STATE_IR_VERSION,
     MAX_FIELD_WIDTH,
     MAX_STATE_WIDTH,
     MOLDUDP64_HEADER_BYTES,
@@ -28,6 +30,9 @@ from pipeline.model import (
     Pipeline,
     PipelineError,
     Stage,
+    State,
+    StateVar,
+    Timestamp,
 )
 
 
@@ -69,11 +74,29 @@ def application_json(app: Application) -> dict:
     if app.lanes:  # only written when there is more than one lane
         doc["lanes"] = [{"stages": _stages_json(lane.stages), "leaf_table": lane.leaf_table}
                         for lane in app.lanes]
+    if app.state is not None:  # IR 4: only written when the spec declares state
+        doc["state"] = state_json(app.state)
     return doc
 
 
+def state_json(st: State) -> dict:
+    ts = st.timestamp
+    return {
+        "ctx_width": st.ctx_width,
+        "timestamp": None if ts is None else {"field": ts.field.name, "unit": ts.unit},
+        "vars": [{"name": v.name, "ident": v.ident, "kind": v.kind, "unit": v.unit,
+                  "field": v.field.name if v.field else None,
+                  "key": v.key.name if v.key else None, "window_us": v.window_us,
+                  "slots": v.slots, "buckets": v.buckets, "cell_width": v.cell_width,
+                  "bind_tables": list(v.bind_tables), "registers": list(v.registers)}
+                 for v in st.vars],
+        "decide_table": st.decide_table,
+        "regions_width": st.regions_width,
+    }
+
+
 def to_json(p: Pipeline) -> dict:
-    return {"camus_ir": IR_VERSION, "state_width": p.state_width, "ports_width": p.ports_width,
+    return {"camus_ir": p.version, "state_width": p.state_width, "ports_width": p.ports_width,
             "applications": [application_json(a) for a in p.applications],
             "ipv4_table": p.ipv4_table, "egress_table": p.egress_table}
 
@@ -164,10 +187,56 @@ def _application(app: Any, index: int) -> Application:
         lwhere = f"{where}.lanes[{k - 1}]"
         lanes.append(Lane(_stages(_need(lane, "stages", list, lwhere), declared, message_bytes,
                                   lwhere), _need(lane, "leaf_table", str, lwhere)))
+    state = None
+    if app.get("state") is not None:
+        state = _state(app["state"], declared, message_bytes, f"{where}.state")
     return Application(name, udp_port, framing, packet_header,
                        Message(headers, message_bytes, type_field, types), fields, stages,
                        _need(app, "leaf_table", str, where), _need(app, "multicast_group", int, where),
-                       tuple(lanes))
+                       tuple(lanes), state)
+
+
+def _state(doc: Any, declared: dict[str, Field], message_bytes: int, where: str) -> State:
+    """An application's "state" (IR 4), its fields resolved among the message's fields.
+    Pipeline.of checks the rest (kinds, widths, banks, names)."""
+
+    def field_of(name: Any, what: str) -> Field | None:
+        if name is None:
+            return None
+        if not isinstance(name, str) or name not in declared:
+            raise PipelineError(f"{what}: {name!r} is not a message field")
+        _check_field(declared[name], message_bytes, what)
+        return declared[name]
+
+    ts = None
+    if isinstance(doc, dict) and doc.get("timestamp") is not None:
+        t = _need(doc, "timestamp", dict, where)
+        ts = Timestamp(field_of(_need(t, "field", str, f"{where}.timestamp"),
+                                f"{where}.timestamp"), _need(t, "unit", str, f"{where}.timestamp"))
+    out = []
+    for i, v in enumerate(_need(doc, "vars", list, where)):
+        w = f"{where}.vars[{i}]"
+        kind = _need(v, "kind", str, w)
+        unit = v.get("unit")
+        if unit is not None and not isinstance(unit, str):
+            raise PipelineError(f"{w}.unit: expected a string or null")
+        binds = _need(v, "bind_tables", list, w)
+        regs = _need(v, "registers", list, w)
+        if not all(isinstance(x, str) for x in binds + regs):
+            raise PipelineError(f"{w}: bind_tables and registers are lists of names")
+        var = StateVar(_need(v, "name", str, w), _need(v, "ident", str, w), kind, unit,
+                       field_of(v.get("field"), f"{w}.field"), field_of(v.get("key"), f"{w}.key"),
+                       _need(v, "window_us", int, w), _need(v, "slots", int, w),
+                       _need(v, "buckets", int, w), tuple(binds), tuple(regs))
+        if "cell_width" in v and v["cell_width"] != var.cell_width:
+            raise PipelineError(f"{w}: cell_width of a {kind} is {var.cell_width}")
+        out.append(var)
+    st = State(tuple(out), _need(doc, "decide_table", str, where), ts,
+               _need(doc, "ctx_width", int, where))
+    if "regions_width" in doc and doc["regions_width"] != st.regions_width:
+        raise PipelineError(f"{where}: regions_width is {st.regions_width} "
+                            f"({st.banks} banks of 4 bits)")
+    return st
 
 
 def _stages(docs: list, declared: dict[str, Field], message_bytes: int,
@@ -192,14 +261,18 @@ def from_json(doc: Any) -> Pipeline:
     if not isinstance(doc, dict):
         raise PipelineError("pipeline.json must be a JSON object")
     version = doc.get("camus_ir")
-    if version != IR_VERSION:
-        raise PipelineError(f"camus_ir {version!r} is not supported (this camus reads {IR_VERSION}; "
-                            f"recompile the rules with this camus to get a version {IR_VERSION} "
-                            f"pipeline.json)")
+    if version not in IR_VERSIONS:
+        raise PipelineError(f"camus_ir {version!r} is not supported (this camus reads "
+                            f"{IR_VERSION}, or {STATE_IR_VERSION} with state; recompile the "
+                            f"rules with this camus to get a pipeline.json it reads)")
     state_width = _need(doc, "state_width", int, "pipeline")
     if not 1 <= state_width <= MAX_STATE_WIDTH:
         raise PipelineError(f"state_width {state_width} not in 1..{MAX_STATE_WIDTH}")
     apps = [_application(a, i) for i, a in enumerate(_need(doc, "applications", list, "pipeline"))]
-    return Pipeline.of(state_width, apps, _need(doc, "ipv4_table", str, "pipeline"),
-                       _need(doc, "egress_table", str, "pipeline"),
-                       _need(doc, "ports_width", int, "pipeline"))
+    p = Pipeline.of(state_width, apps, _need(doc, "ipv4_table", str, "pipeline"),
+                    _need(doc, "egress_table", str, "pipeline"),
+                    _need(doc, "ports_width", int, "pipeline"))
+    if p.version != version:
+        raise PipelineError(f"camus_ir {version} does not match the document: a pipeline with "
+                            f"state is version {STATE_IR_VERSION}, one without {IR_VERSION}")
+    return p

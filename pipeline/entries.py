@@ -11,6 +11,12 @@ Key names: a table's keys are `pipeline.model.Table.keys` (stage tables: `state`
 field; default and leaf tables: `state`; the egress table: `egress_port` and `egress_rid`);
 `x.name` and `name` spell the same key (a `standard_metadata.` prefix is accepted). The IPv4
 table takes its one LPM key under any name.
+
+State (IR 4, docs/pipeline-ir.md "State"): bind tables are keyed by `ctx` alone, the decide
+table by `ctx` and `regions` (both exact); `bind` and `decide` take several parameters,
+which `Entry.params` holds in the action's order. A document for a pipeline with state is
+`camus_entries` 3 and lists `state_instances`, where each rule's instances live
+(`parse_instance`).
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from pipeline.match_kinds import MATCH_KINDS, check_int, reduce_match
-from pipeline.model import GROUP_WIDTH, IPV4, MAX_GROUP_ID, PORT_WIDTH, RID_WIDTH, EntryError, Pipeline
+from pipeline.model import (GROUP_WIDTH, IPV4, MAX_BOUNDARIES, MAX_GROUP_ID, PORT_WIDTH,
+                            RID_WIDTH, EntryError, Pipeline)
 
 ENTRIES_VERSION = 2  # 2: mcast carries a port bitmap; groups are the applications'
+STATE_ENTRIES_VERSION = 3  # 3: a pipeline with state (state tables, `state_instances`)
+ENTRIES_VERSIONS = (ENTRIES_VERSION, STATE_ENTRIES_VERSION)
 PRIORITY_WIDTH = 31  # P4Runtime priorities are positive int32
 
 
@@ -32,9 +41,11 @@ class Entry:
     """One table entry reduced to integers.
 
     `state` is the first exact key (the state; the egress port for the egress table; 0 for
-    the IPv4 table). `kind` says how `a`/`b` match the second key (see
-    `pipeline.match_kinds`); None for tables keyed by state alone. `param` is the action's
-    one parameter (0 for drop).
+    the IPv4 table; the ctx for state tables). `kind` says how `a`/`b` match the second key
+    (see `pipeline.match_kinds`; the decide table's regions are exact); None for tables keyed
+    by state alone. `param` is the action's first parameter (0 for drop); `params` every
+    parameter in the action's order, for the actions that take several (`bind`, `decide`),
+    else ().
     """
 
     table: str
@@ -47,6 +58,7 @@ class Entry:
     action: str
     param: int
     source: dict = field(compare=False, hash=False, repr=False)
+    params: tuple[int, ...] = ()
 
     @property
     def key(self) -> tuple:
@@ -107,10 +119,20 @@ def parse_entry(pipeline: Pipeline, doc: Any) -> Entry:
     if not isinstance(params, dict):
         raise EntryError(f"table {table!r}: params must be an object")
     wanted = pipeline.actions[action].params
+    values: tuple[int, ...] = ()
     if not wanted:
         if params:
             raise EntryError(f"table {table!r}: {action} takes no parameters, got {params}")
         param = 0
+    elif len(wanted) > 1:
+        if set(params) != {p.name for p in wanted}:
+            raise EntryError(f"table {table!r}: action {action} takes exactly "
+                             f"{sorted(p.name for p in wanted)}, got {sorted(params)}")
+        values = tuple(check_int(params[p.name], p.width, f"{table}.{action}.{p.name}")
+                       for p in wanted)
+        param = values[0]
+        if action == "bind":
+            _check_bind(pipeline, table, dict(zip((p.name for p in wanted), values)))
     else:
         p, = wanted
         if set(params) != {p.name}:
@@ -121,12 +143,80 @@ def parse_entry(pipeline: Pipeline, doc: Any) -> Entry:
             # whose messages are decided differently is multicast and pruned by bitmap.
             raise EntryError(f"table {table!r}: fwd port {param} has no bit in this pipeline's "
                              f"{pipeline.ports_width}-bit port bitmaps")
-    return Entry(table, info.role, state, kind, a, b, priority, action, param, doc)
+        if action == "stateful" and param == 0:
+            raise EntryError(f"table {table!r}: stateful(ctx): ctx 0 is never a context")
+    return Entry(table, info.role, state, kind, a, b, priority, action, param, doc, values)
 
 
-def check_version(doc: Any) -> None:
-    if not isinstance(doc, dict) or doc.get("camus_entries") != ENTRIES_VERSION:
-        raise EntryError(f"entries.json must be an object with camus_entries: {ENTRIES_VERSION}")
+def _check_bind(pipeline: Pipeline, table: str, p: dict[str, int]) -> None:
+    """A bind entry's cells lie in its register and its boundaries are in order."""
+    _, i, _ = pipeline.state_var_of(table)
+    var = pipeline.application_of(table).state.vars[i]
+    if p["base"] + var.buckets > var.slots:
+        raise EntryError(f"table {table!r}: base {p['base']} + {var.buckets} buckets is past "
+                         f"the state's {var.slots} slots")
+    if p["bounds"] > MAX_BOUNDARIES:
+        raise EntryError(f"table {table!r}: {p['bounds']} boundaries, at most {MAX_BOUNDARIES}")
+    used = [(p[f"t{j}"], p["strict"] >> j & 1) for j in range(p["bounds"])]
+    if used != sorted(set(used)):
+        raise EntryError(f"table {table!r}: boundaries (t, strict) must ascend: {used}")
+    if any(p[f"t{j}"] or p["strict"] >> j & 1 for j in range(p["bounds"], MAX_BOUNDARIES)):
+        raise EntryError(f"table {table!r}: thresholds and strict bits past `bounds` are 0")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Where one rule's instances of one state live: cells base..base+buckets-1 of the
+    state's bank `bank` register (entries.json `state_instances`)."""
+
+    application: str
+    state: str
+    bank: int
+    base: int
+    buckets: int
+    rule: str  # the rule's text
+    line: int  # its line in its rules file (0: none)
+
+
+def parse_instance(pipeline: Pipeline, doc: Any) -> Instance:
+    """Check one `state_instances` item against the pipeline."""
+    if not isinstance(doc, dict):
+        raise EntryError(f"a state instance must be an object, got {doc!r}")
+    app = next((a for a in pipeline.applications if a.name == doc.get("application")), None)
+    if app is None or app.state is None:
+        raise EntryError(f"state instance: no application with state named "
+                         f"{doc.get('application')!r}")
+    var = next((v for v in app.state.vars if v.name == doc.get("state")), None)
+    if var is None:
+        raise EntryError(f"state instance: application {app.name!r} declares no state "
+                         f"{doc.get('state')!r}")
+    bank, base = doc.get("bank"), doc.get("base")
+    if type(bank) is not int or not 0 <= bank < var.banks:
+        raise EntryError(f"state instance of {var.name}: bank {bank!r} not in 0..{var.banks - 1}")
+    if type(base) is not int or not 0 <= base or base + var.buckets > var.slots:
+        raise EntryError(f"state instance of {var.name}: base {base!r} + {var.buckets} buckets "
+                         f"is not within its {var.slots} slots")
+    if doc.get("buckets", var.buckets) != var.buckets:
+        raise EntryError(f"state instance of {var.name}: {var.name} has {var.buckets} buckets")
+    rule, line = doc.get("rule", ""), doc.get("line", 0)
+    if not isinstance(rule, str) or type(line) is not int:
+        raise EntryError(f"state instance of {var.name}: rule is a text and line a number")
+    return Instance(app.name, var.name, bank, base, var.buckets, rule, line)
+
+
+def check_version(doc: Any, pipeline: Pipeline | None = None) -> None:
+    """An entries.json document's version: 2, or 3 for a pipeline with state (when the
+    pipeline is given, the one it needs)."""
+    want = ENTRIES_VERSIONS if pipeline is None else (entries_version(pipeline),)
+    if not isinstance(doc, dict) or doc.get("camus_entries") not in want:
+        raise EntryError(f"entries.json must be an object with camus_entries: "
+                         f"{' or '.join(map(str, want))}")
+
+
+def entries_version(pipeline: Pipeline) -> int:
+    """The camus_entries of documents for `pipeline`: 3 when it has state, else 2."""
+    return STATE_ENTRIES_VERSION if any(a.state for a in pipeline.applications) \
+        else ENTRIES_VERSION
 
 
 def parse_group(doc: Any) -> tuple[int, tuple[tuple[int, int], ...]]:
@@ -172,20 +262,25 @@ def write(doc: dict, fh: TextIO) -> None:
     stay greppable and diffable."""
     objs = doc["table_entries"]
     write_parts(doc["camus_entries"], len(objs), lambda a, b: _lines(objs[a:b]),
-                doc["multicast_groups"], fh)
+                doc["multicast_groups"], fh, doc.get("state_instances"))
 
 
 def write_parts(version: int, count: int, entry_text: Callable[[int, int], str],
-                groups: list[dict], fh: TextIO) -> None:
+                groups: list[dict], fh: TextIO, instances: list[dict] | None = None) -> None:
     """`write` of a document whose `count` table entries are not at hand as objects:
     `entry_text(start, stop)` gives the text of entries start..stop-1 as `write` has it
-    (each `"  " + json.dumps(entry)`, joined by ",\n")."""
+    (each `"  " + json.dumps(entry)`, joined by ",\n"). `instances`: the
+    `state_instances` of a document for a pipeline with state (None: not written)."""
     fh.write('{"camus_entries": %d,\n "table_entries": [\n' % version)
     for start in range(0, count, _CHUNK):
         fh.write((",\n" if start else "") + entry_text(start, min(start + _CHUNK, count)))
     fh.write('\n ],\n "multicast_groups": [\n')
     for start in range(0, len(groups), _CHUNK):
         fh.write((",\n" if start else "") + _lines(groups[start:start + _CHUNK]))
+    if instances is not None:
+        fh.write('\n ],\n "state_instances": [\n')
+        for start in range(0, len(instances), _CHUNK):
+            fh.write((",\n" if start else "") + _lines(instances[start:start + _CHUNK]))
     fh.write("\n ]}\n")
 
 

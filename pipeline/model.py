@@ -16,13 +16,21 @@ An application's stages form one or more *lanes* (IR 3): each lane is a field-or
 its own from state 0 with its own tables and leaf, and a message's port set is the union of
 what every lane decides. Rules on independent fields then take one small diagram per group
 of fields instead of one diagram whose size is the product of theirs (`compiler.lanes`).
+
+An application whose spec declares state (IR 4, docs/pipeline-ir.md "State") also has a
+`State`: its declared counters, averages and meters, each with `banks` register arrays and a
+bind table per bank, and one decide table. Its stage, default and leaf tables may then decide
+`stateful(ctx)`, which hands the message to the state stages. A pipeline without state is
+IR 3, unchanged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-IR_VERSION = 3
+IR_VERSION = 3  # a pipeline without state
+STATE_IR_VERSION = 4  # a pipeline with an application that has state (IR 3 plus "state")
+IR_VERSIONS = (IR_VERSION, STATE_IR_VERSION)
 FRAMINGS = ("single", "moldudp64")
 MOLDUDP64_HEADER_BYTES = 20
 MAX_FIELD_WIDTH = 64
@@ -40,8 +48,27 @@ MAX_GROUP_ID = (1 << (GROUP_WIDTH - 1)) - 1
 UDP_PORT_WIDTH = 16
 IPV4_WIDTH = 32
 
+# State (IR 4; docs/pipeline-ir.md "State"). Widths of the machine model every target runs.
+CTX_WIDTH = 24  # a context id, the parameter of `stateful(ctx)` (0 is never a context)
+TAG_WIDTH = 48  # a cell's window tag: a whole window index of 48-bit microseconds
+COUNT_WIDTH = 32  # a cell's count n
+SUM_WIDTH = 64  # an average cell's sum s
+TIMESTAMP_WIDTH = 48  # ts_us, microseconds
+MAX_BOUNDARIES = 8  # thresholds a bind entry carries (t0..t7)
+THRESHOLD_WIDTH = 32  # each threshold (counts and averages of fields up to 32 bits)
+REGION_WIDTH = 4  # a bank's region (0..MAX_BOUNDARIES) in the decide key
+BASE_WIDTH = 24  # a bind entry's base cell (slots are at most 2^24)
+MAX_BANKS = 16  # register arrays per declared state
+DEFAULT_BANKS = 4
+STATE_KINDS = ("counter", "average", "meter")
+METER_UNITS = ("packets", "bytes")
+# A declared time field's unit and how its value v becomes microseconds: v // 1000 (ns),
+# v (us), v * 1000 (ms), then reduced modulo 2^48.
+TIME_UNITS = ("ns", "us", "ms")
+
 # Table roles: what a table's key is and which actions it may hold.
 STAGE, DEFAULT, LEAF, IPV4, EGRESS = "stage", "default", "leaf", "ipv4", "egress"
+BIND, DECIDE = "bind", "decide"  # state tables (IR 4)
 ROLE_ACTIONS = {
     # A stage may also decide: fwd/mcast end the walk, skipping later stages and the leaf.
     # mcast's parameter is a port bitmap; the copies come from the application's group.
@@ -50,7 +77,14 @@ ROLE_ACTIONS = {
     LEAF: ("fwd", "mcast"),
     IPV4: ("fwd", "drop"),
     EGRESS: ("set_udp_port",),
+    BIND: ("bind",),
+    DECIDE: ("decide",),
 }
+# In an application with state, a walk may also end in `stateful(ctx)`.
+STATEFUL_ROLE_ACTIONS = {role: acts + ("stateful",) for role, acts in ROLE_ACTIONS.items()
+                         if role in (STAGE, DEFAULT, LEAF)}
+BIND_PARAMS = ("base", "scoped", "bounds", "strict") + tuple(
+    f"t{j}" for j in range(MAX_BOUNDARIES))
 
 
 class PipelineError(ValueError):
@@ -70,22 +104,34 @@ class Param:
 
 @dataclass(frozen=True)
 class Action:
-    """An action and its parameters (every camus action has at most one)."""
+    """An action and its parameters (at most one, but for the state actions `bind` and
+    `decide`)."""
 
     name: str
     params: tuple[Param, ...]
 
 
-def actions(state_width: int, ports_width: int) -> dict[str, Action]:
+def actions(state_width: int, ports_width: int, banks: int = 0) -> dict[str, Action]:
     """Every action of a pipeline whose state is `state_width` bits and whose port bitmaps
-    are `ports_width` bits."""
-    return {a.name: a for a in (
+    are `ports_width` bits; with `banks` (the most banks an application with state has, all
+    its states together), the state actions too."""
+    out = [
         Action("set_state", (Param("state", state_width),)),
         Action("fwd", (Param("port", PORT_WIDTH),)),
         Action("mcast", (Param("ports", ports_width),)),
         Action("drop", ()),
         Action("set_udp_port", (Param("port", UDP_PORT_WIDTH),)),
-    )}
+    ]
+    if banks:
+        out += [
+            Action("stateful", (Param("ctx", CTX_WIDTH),)),
+            Action("bind", (Param("base", BASE_WIDTH), Param("scoped", 1),
+                            Param("bounds", (MAX_BOUNDARIES).bit_length()),
+                            Param("strict", MAX_BOUNDARIES))
+                   + tuple(Param(f"t{j}", THRESHOLD_WIDTH) for j in range(MAX_BOUNDARIES))),
+            Action("decide", (Param("ports", ports_width), Param("update", banks))),
+        ]
+    return {a.name: a for a in out}
 
 
 @dataclass(frozen=True)
@@ -145,6 +191,75 @@ class Lane:
 
 
 @dataclass(frozen=True)
+class Timestamp:
+    """A declared time field: a message's ts_us is its value in `unit` turned to µs."""
+
+    field: Field
+    unit: str  # "ns" | "us" | "ms"
+
+    def ts_us(self, value: int) -> int:
+        """The message's timestamp in µs (48 bits) from the field's value."""
+        if self.unit == "ns":
+            value //= 1000
+        elif self.unit == "ms":
+            value *= 1000
+        return value & ((1 << TIMESTAMP_WIDTH) - 1)
+
+
+@dataclass(frozen=True)
+class StateVar:
+    """A declared state as the data plane holds it: `banks` register arrays of `slots`
+    cells, each bank with its bind table (docs/pipeline-ir.md, "State")."""
+
+    name: str  # how rules name it: the counter's or meter's name, `avg(h.f)`
+    ident: str  # its part of table and register names (`avg_h_f` for `avg(h.f)`)
+    kind: str  # "counter" | "average" | "meter"
+    unit: str | None  # a meter's "packets" | "bytes"
+    field: Field | None  # an average's field
+    key: Field | None  # a keyed state's key field
+    window_us: int
+    slots: int
+    buckets: int  # a power of two; 1 without a key
+    bind_tables: tuple[str, ...]  # one per bank
+    registers: tuple[str, ...]  # one per bank
+
+    @property
+    def banks(self) -> int:
+        return len(self.bind_tables)
+
+    @property
+    def cell_width(self) -> int:
+        """A cell: tag, n (and s for an average), packed tag|n|s from the high bits."""
+        return TAG_WIDTH + COUNT_WIDTH + (SUM_WIDTH if self.kind == "average" else 0)
+
+
+@dataclass(frozen=True)
+class State:
+    """An application's state: its declared states in order, the decide table, and where
+    a message's time comes from (`timestamp`; None: the packet's ingress time)."""
+
+    vars: tuple[StateVar, ...]
+    decide_table: str
+    timestamp: Timestamp | None = None
+    ctx_width: int = CTX_WIDTH
+
+    @property
+    def banks(self) -> int:
+        """Every bank of every state: the decide key has a region, and `decide` an update
+        bit, for each, in this order (states in order, banks in order)."""
+        return sum(v.banks for v in self.vars)
+
+    @property
+    def regions_width(self) -> int:
+        return REGION_WIDTH * self.banks
+
+    def bank_index(self, var: int, bank: int) -> int:
+        """The position of bank `bank` of state `var` (an index into `vars`) among every
+        bank: its region is bits [4i, 4i+4) of the decide key, its update bit bit i."""
+        return sum(v.banks for v in self.vars[:var]) + bank
+
+
+@dataclass(frozen=True)
 class Application:
     name: str
     udp_port: int
@@ -160,6 +275,9 @@ class Application:
     # The lanes after the first (whose stages and leaf are `stages` and `leaf_table`): each
     # walks from state 0 on its own; the message's port set is the union of their decisions.
     lanes: tuple[Lane, ...] = ()
+    # IR 4: the declared state (None: the spec declares none). An application with state
+    # has one lane.
+    state: State | None = None
 
     @property
     def all_lanes(self) -> tuple[Lane, ...]:
@@ -206,7 +324,7 @@ class Table:
     @property
     def match_kind(self) -> str | None:
         """The kind of the key after the state (the only key of ipv4); None for state tables."""
-        return self.keys[-1].match_kind if self.role in (STAGE, IPV4, EGRESS) else None
+        return self.keys[-1].match_kind if self.role in (STAGE, IPV4, EGRESS, DECIDE) else None
 
 
 IPV4_DST = Field("ipv4.dst_addr", 0, IPV4_WIDTH)
@@ -218,12 +336,20 @@ def tables(state_width: int, applications: tuple[Application, ...], ipv4_table: 
     state = Key("state", state_width, "exact")
     out = []
     for app in applications:
+        acts = STATEFUL_ROLE_ACTIONS if app.state else ROLE_ACTIONS
         for lane in app.all_lanes:
             for st in lane.stages:
                 out.append(Table(st.table, STAGE, (state, Key(st.field.name, st.field.width, st.match_kind)),
-                                 ROLE_ACTIONS[STAGE], st.field))
-                out.append(Table(st.default_table, DEFAULT, (state,), ROLE_ACTIONS[DEFAULT]))
-            out.append(Table(lane.leaf_table, LEAF, (state,), ROLE_ACTIONS[LEAF]))
+                                 acts[STAGE], st.field))
+                out.append(Table(st.default_table, DEFAULT, (state,), acts[DEFAULT]))
+            out.append(Table(lane.leaf_table, LEAF, (state,), acts[LEAF]))
+        if app.state:
+            ctx = Key("ctx", app.state.ctx_width, "exact")
+            for var in app.state.vars:
+                out += [Table(t, BIND, (ctx,), ROLE_ACTIONS[BIND]) for t in var.bind_tables]
+            out.append(Table(app.state.decide_table, DECIDE,
+                             (ctx, Key("regions", app.state.regions_width, "exact")),
+                             ROLE_ACTIONS[DECIDE]))
     out.append(Table(ipv4_table, IPV4, (Key(IPV4_DST.name, IPV4_WIDTH, "lpm"),), ROLE_ACTIONS[IPV4], IPV4_DST))
     out.append(Table(egress_table, EGRESS, (Key("egress_port", PORT_WIDTH, "exact"),
                                             Key("egress_rid", RID_WIDTH, "exact")), ROLE_ACTIONS[EGRESS]))
@@ -263,16 +389,45 @@ class Pipeline:
             if t.name in index:
                 raise PipelineError(f"table name {t.name!r} is used twice")
             index[t.name] = t
+        registers: set[str] = set()
+        for app in applications:
+            if app.state is None:
+                continue
+            _check_state(app)
+            for var in app.state.vars:
+                for r in var.registers:
+                    if r in registers or r in index:
+                        raise PipelineError(f"register name {r!r} is used twice")
+                    registers.add(r)
+        banks = max((a.state.banks for a in applications if a.state), default=0)
         return cls(state_width, applications, ipv4_table, egress_table, index,
-                   actions(state_width, ports_width), ports_width)
+                   actions(state_width, ports_width, banks), ports_width)
+
+    @property
+    def version(self) -> int:
+        """camus_ir: 4 when an application has state, else 3."""
+        return STATE_IR_VERSION if any(a.state for a in self.applications) else IR_VERSION
+
+    def state_var_of(self, table: str) -> tuple[Application, int, int] | None:
+        """(application, index of the state in its `vars`, bank) of a bind table."""
+        for app in self.applications:
+            if app.state:
+                for i, var in enumerate(app.state.vars):
+                    if table in var.bind_tables:
+                        return app, i, var.bind_tables.index(table)
+        return None
 
     def application_of(self, table: str) -> Application | None:
-        """The application whose stage, default or leaf table `table` is (None: ipv4, egress)."""
+        """The application whose stage, default, leaf or state table `table` is (None: ipv4,
+        egress)."""
         for app in self.applications:
             for lane in app.all_lanes:
                 if table == lane.leaf_table or any(table in (s.table, s.default_table)
                                                    for s in lane.stages):
                     return app
+            if app.state and (table == app.state.decide_table or
+                              any(table in v.bind_tables for v in app.state.vars)):
+                return app
         return None
 
     def application_for_port(self, udp_port: int) -> Application | None:
@@ -280,3 +435,43 @@ class Pipeline:
             if app.udp_port == udp_port:
                 return app
         return None
+
+
+def _check_state(app: Application) -> None:
+    """PipelineError for an application whose state the machine model cannot hold."""
+    st = app.state
+    where = f"application {app.name!r} state"
+    if app.lanes:
+        raise PipelineError(f"{where}: an application with state has one lane")
+    if st.ctx_width != CTX_WIDTH:
+        raise PipelineError(f"{where}: ctx_width is {CTX_WIDTH}, not {st.ctx_width}")
+    if not st.vars:
+        raise PipelineError(f"{where}: no state declared")
+    names = set()
+    for v in st.vars:
+        w = f"{where} {v.name!r}"
+        if v.name in names:
+            raise PipelineError(f"{w}: declared twice")
+        names.add(v.name)
+        if v.kind not in STATE_KINDS:
+            raise PipelineError(f"{w}: kind {v.kind!r} is not one of {STATE_KINDS}")
+        if (v.kind == "meter") != (v.unit is not None) or \
+                (v.unit is not None and v.unit not in METER_UNITS):
+            raise PipelineError(f"{w}: a meter, and only a meter, has a unit in {METER_UNITS}")
+        if (v.kind == "average") != (v.field is not None):
+            raise PipelineError(f"{w}: an average, and only an average, has a field")
+        if v.field is not None and not 1 <= v.field.width <= THRESHOLD_WIDTH:
+            raise PipelineError(f"{w}: an averaged field has 1..{THRESHOLD_WIDTH} bits")
+        if not 1 <= v.window_us < 1 << TIMESTAMP_WIDTH:
+            raise PipelineError(f"{w}: window_us {v.window_us} not in 1..2^48-1")
+        if not 1 <= v.slots <= 1 << BASE_WIDTH:
+            raise PipelineError(f"{w}: slots {v.slots} not in 1..2^{BASE_WIDTH}")
+        b = v.buckets
+        if b < 1 or b & (b - 1) or b > v.slots or (b > 1) != (v.key is not None):
+            raise PipelineError(f"{w}: buckets {b}: a power of two, at most the slots, and "
+                                f"more than 1 exactly when the state has a key")
+        if not 1 <= v.banks <= MAX_BANKS or len(v.registers) != v.banks:
+            raise PipelineError(f"{w}: 1..{MAX_BANKS} banks, each a bind table and a register")
+    if st.timestamp is not None and st.timestamp.unit not in TIME_UNITS:
+        raise PipelineError(f"{where}: timestamp unit {st.timestamp.unit!r} is not one of "
+                            f"{TIME_UNITS}")
