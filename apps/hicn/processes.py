@@ -3,31 +3,53 @@
 from __future__ import annotations
 
 import os
-import select
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def python_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 def start(module: str, args: list[str], stdin: bool = False) -> subprocess.Popen:
     """`python -m module args` with this checkout first on the path; stdout piped (the lines
     before `ready`), stderr inherited so that a failure shows."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, text=True,
-                            cwd=ROOT, env=env)
+                            cwd=ROOT, env=python_env())
+    follow(proc)
+    return proc
+
+
+def follow(proc: subprocess.Popen) -> None:
+    """Read `proc`'s stdout on a thread, line by line, into `proc.lines` (a queue; None at
+    its end): a timed wait for a line then never blocks on a half-read buffer."""
+    proc.lines = queue.Queue()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            proc.lines.put(line.rstrip("\n"))
+        proc.lines.put(None)
+
+    threading.Thread(target=pump, name=f"stdout-{proc.pid}", daemon=True).start()
 
 
 def read_line(proc: subprocess.Popen, timeout: float, what: str) -> str:
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    line = proc.stdout.readline() if ready else ""
-    if not line:
+    try:
+        line = proc.lines.get(timeout=timeout)
+    except queue.Empty:
+        line = None
+    if line is None:
         raise RuntimeError(f"{what}: no answer within {timeout:.0f} s (exit code {proc.poll()})")
-    return line.rstrip("\n")
+    return line
 
 
 def read_until_ready(proc: subprocess.Popen, timeout: float, what: str) -> list[str]:
@@ -39,6 +61,18 @@ def read_until_ready(proc: subprocess.Popen, timeout: float, what: str) -> list[
         if line == "ready":
             return lines
         lines.append(line)
+
+
+def iter_lines(proc: subprocess.Popen, timeout: float = 5.0):
+    """The lines `proc` printed that nobody read yet, up to its end (after it exited)."""
+    while True:
+        try:
+            line = proc.lines.get(timeout=timeout)
+        except queue.Empty:
+            return
+        if line is None:
+            return
+        yield line
 
 
 def field(lines: list[str], name: str) -> str:
@@ -58,7 +92,6 @@ def stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         code = proc.wait()
-    for f in (proc.stdout, proc.stdin):
-        if f is not None:
-            f.close()
+    if proc.stdin is not None:
+        proc.stdin.close()
     return code

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from apps.hicn.processes import read_until_ready
+from apps.hicn.processes import ROOT, follow, iter_lines, python_env, read_until_ready, stop
 from switch.device import Device, config_from_dir
 from switch.ports import Ports, UdpPort
 
@@ -104,12 +104,14 @@ class Serve(Front):
         self.output = ""
 
     def start(self, directory: Path, peers: dict[int, str]) -> str:
+        self.directory = directory
         cmd = [sys.executable, "-m", "camus.cli", "switch", "serve", "--impl", self.impl,
                "--pipeline", str(directory), "--p4runtime", "none", "--ingress", "0=udp:127.0.0.1:0"]
         for n, peer in peers.items():
             cmd += ["--port", f"{n}={_udp(peer)}"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, text=True)
+                                     stdin=subprocess.DEVNULL, text=True, cwd=ROOT, env=python_env())
+        follow(self.proc)
         lines = read_until_ready(self.proc, READY_SECONDS, "camus switch serve")
         ingress = next((line for line in lines if line.startswith(f"port {INGRESS_PORT}: udp ")), None)
         if ingress is None:
@@ -119,15 +121,11 @@ class Serve(Front):
     def stop(self) -> None:
         if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            rest, _ = self.proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rest, _ = self.proc.communicate()
+        stop(self.proc)
+        rest = "\n".join(iter_lines(self.proc))
         self.output = rest
         with open(self.log, "a") as fh:
-            fh.write(rest)
+            fh.write(f"--- {self.directory}\n{rest}\n")
         self.proc = None
 
     def counters(self) -> dict:
