@@ -109,6 +109,8 @@ def _value(var: StateVar, bounds: list[Boundary], r: int):
     if var.kind != "average":
         return bounds[r - 1][0] if r else 0
     if r == 0:
+        if not bounds:
+            return Fraction(0)  # one region: every value (the predicates are constant)
         t, strict = bounds[0]
         return Fraction(t) if strict else Fraction(2 * t - 1, 2)
     t, strict = bounds[r - 1]
@@ -272,6 +274,19 @@ class State:
         self.rules[rs.serial] = rs
         return rs
 
+    def snapshot(self) -> tuple:
+        """What `restore` needs to undo adds, removes and allocations made after it."""
+        return (dict(self.rules), {v: list(f) for v, f in self.free_units.items()},
+                dict(self.top_unit), self.next_serial,
+                {s: (dict(rs.banks), dict(rs.units)) for s, rs in self.rules.items()})
+
+    def restore(self, snap: tuple) -> None:
+        rules, free, top, serial, places = snap
+        self.rules, self.free_units, self.top_unit = dict(rules), free, top
+        self.next_serial = serial  # serials given since are never seen again
+        for s, (banks, units) in places.items():
+            self.rules[s].banks, self.rules[s].units = banks, units
+
     def remove(self, serial: int) -> RuleState:
         rs = self.rules.pop(serial)
         for var, unit in rs.units.items():
@@ -316,11 +331,11 @@ class State:
 
     # -- allocation --
 
-    def allocate(self, contexts) -> list[tuple[str, int, int]]:
+    def allocate(self, contexts) -> list[tuple[StateVar, int, int, int]]:
         """Banks and units for every rule not yet placed, in serial (rule) order, given the
-        contexts now in use; the cells they take that need zeroing as (var, first, count)
-        (those of units freed before: a fresh unit was never written). StateError, with
-        nothing placed, when a rule finds no free bank."""
+        contexts now in use; the cells they take that need zeroing as (var, bank, first,
+        count) (those of units freed before: a fresh unit was never written). StateError,
+        with nothing placed, when a rule finds no free bank."""
         todo = sorted(s for s, rs in self.rules.items() if not rs.banks and rs.vars)
         if not todo:
             return []
@@ -353,7 +368,7 @@ class State:
                 if free:
                     free.sort()
                     unit = free.pop(0)
-                    resets.append((var, unit * var.buckets, var.buckets))
+                    resets.append((var, rs.banks[var], unit * var.buckets, var.buckets))
                 else:
                     unit = self.top_unit[var]
                     self.top_unit[var] += 1
