@@ -11,7 +11,8 @@ from pathlib import Path
 
 
 def register_demo(demo_subparsers: argparse._SubParsersAction) -> None:
-    from apps.hicn.switches import FRONTS
+    from apps.hicn.settings import FRONTS
+    from apps.hicn.settings import Settings as demo_settings
     from apps.hicn.workload import WorkloadConfig
 
     w = WorkloadConfig()
@@ -33,15 +34,19 @@ def register_demo(demo_subparsers: argparse._SubParsersAction) -> None:
                    help=f"requests each stream keeps outstanding (default {w.window})")
     g.add_argument("--seed", type=int, default=w.seed, help=f"the workload's seed (default {w.seed})")
     g = p.add_argument_group("rules, forwarder and producer")
-    g.add_argument("--threshold", type=int, default=20,
-                   help="requests per second that make a content hot: rate(hot) >= T (default 20)")
-    g.add_argument("--service-us", type=float, default=150.0,
-                   help="the forwarder's time per packet, request or data (default 150)")
-    g.add_argument("--capacity", type=int, default=500, help="the forwarder's cache, in contents (default 500)")
-    g.add_argument("--producer-ms", type=float, default=4.0, help="the producer's extra delay (default 4)")
-    g.add_argument("--jitter-ms", type=float, default=0.5,
-                   help="mean of the producer's exponential jitter (default 0.5)")
-    g.add_argument("--data-bytes", type=int, default=1024, help="content bytes in an answer (default 1024)")
+    d = demo_settings()
+    g.add_argument("--threshold", type=int, default=d.threshold,
+                   help=f"requests per second that make a content hot: rate(hot) >= T (default {d.threshold})")
+    g.add_argument("--service-us", type=float, default=d.service_us,
+                   help=f"the forwarder's time per packet, request or data (default {d.service_us:g})")
+    g.add_argument("--capacity", type=int, default=d.capacity,
+                   help=f"the forwarder's cache, in contents (default {d.capacity})")
+    g.add_argument("--producer-ms", type=float, default=d.producer_ms,
+                   help=f"the producer's extra delay (default {d.producer_ms:g})")
+    g.add_argument("--jitter-ms", type=float, default=d.jitter_ms,
+                   help=f"mean of the producer's exponential jitter (default {d.jitter_ms:g})")
+    g.add_argument("--data-bytes", type=int, default=d.data_bytes,
+                   help=f"content bytes in an answer (default {d.data_bytes})")
     g = p.add_argument_group("run")
     g.add_argument("--switch", choices=FRONTS, default="embedded",
                    help="embedded: camus's switch in this process; serve: `camus switch serve` as a "
@@ -56,9 +61,10 @@ def register_demo(demo_subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from apps.hicn import demo, plot, report
+    from apps.hicn.settings import Settings
     from apps.hicn.workload import WorkloadConfig
 
-    settings = demo.Settings(
+    settings = Settings(
         WorkloadConfig(args.rate, args.duration, args.contents, args.zipf, args.streams, args.window, args.seed),
         args.threshold, args.service_us, args.capacity, args.producer_ms, args.jitter_ms, args.data_bytes,
         args.grace, args.switch, args.impl, args.rounds)

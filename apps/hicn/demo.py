@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apps.hicn import processes, workload
+from apps.hicn.settings import Settings
 from apps.hicn.switches import FORWARDER_PORT, UPSTREAM_PORT, Front, open_front
 from apps.hicn.wire import CONTENT
 from compiler.compile import Compiled, compile_rules, write_outputs
@@ -56,31 +57,6 @@ def rules_text(mode: str, threshold: int) -> str:
         return (f"rate({METER}) >= {threshold} : fwd({FORWARDER_PORT})\n"
                 f"rate({METER}) < {threshold} : fwd({UPSTREAM_PORT})\n")
     return f"true : fwd({FORWARDER_PORT})\n"
-
-
-@dataclass(frozen=True)
-class Settings:
-    workload: workload.WorkloadConfig = workload.WorkloadConfig()
-    threshold: int = 20  # requests per second of one content that make it hot
-    service_us: float = 150.0  # the forwarder's time per packet
-    capacity: int = 500  # the forwarder's cache, in contents
-    producer_ms: float = 4.0  # the producer's extra delay
-    jitter_ms: float = 0.5  # mean of the producer's exponential jitter
-    data_bytes: int = 1024
-    grace: float = 5.0  # seconds the clients wait for missing answers
-    switch: str = "embedded"
-    impl: str = "python"
-    rounds: int = 1
-
-    def check(self) -> None:
-        self.workload.check()
-        if self.threshold < 1:
-            raise ValueError("--threshold must be at least 1 request per second")
-        if self.service_us <= 0 or self.capacity < 0 or self.producer_ms < 0 or self.jitter_ms < 0:
-            raise ValueError("--service-us must be positive; --capacity, --producer-ms and "
-                             "--jitter-ms must not be negative")
-        if self.rounds < 1:
-            raise ValueError("--rounds must be at least 1")
 
 
 @dataclass

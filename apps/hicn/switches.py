@@ -22,11 +22,11 @@ import sys
 from pathlib import Path
 
 from apps.hicn.processes import ROOT, follow, iter_lines, python_env, read_until_ready, stop
+from apps.hicn.settings import FRONTS
 from switch.device import Device, config_from_dir
 from switch.ports import Ports, UdpPort
 
 FORWARDER_PORT, UPSTREAM_PORT, INGRESS_PORT = 1, 2, 0
-FRONTS = ("embedded", "serve", "bmv2")
 READY_SECONDS = 60.0
 
 

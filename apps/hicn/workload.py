@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    rate: float = 1500.0  # browsing requests per second (Poisson)
+    rate: float = 100.0  # browsing requests per second (Poisson)
     duration: float = 6.0  # seconds of requests
-    contents: int = 5000  # identifiers in the catalogue
+    contents: int = 20000  # identifiers in the catalogue
     zipf: float = 1.0  # the popularity exponent s
     streams: int = 2  # closed-loop streaming clients
-    window: int = 4  # requests each stream keeps outstanding
+    window: int = 2  # requests each stream keeps outstanding
     seed: int = 1
 
     def check(self) -> None:
