@@ -146,3 +146,54 @@ def test_the_checks_catch_a_missing_double_or_stray_answer_and_a_wrong_route():
     assert _run(sent, answers, [0], [1, 0], expected).misrouted() == [0]  # reached both
     for bad in (_run(sent, answers[:1], [0], [1], expected), _run(sent, answers, [1], [0], expected)):
         assert not bad.ok
+
+
+SMALL = ["--duration", "2", "--rate", "100", "--contents", "2000", "--streams", "1", "--window", "2",
+         "--threshold", "3", "--grace", "3"]
+
+
+def _meter_decided(run: demo.Run, stream_content: int) -> None:
+    """The stream's content starts cold in the meter's window (upstream) and turns hot (to the
+    forwarder) once its requests reach the threshold: the switch's state, not the content,
+    decided."""
+    routes = [run.delivered[n] for n, kind, content, _, _ in run.sent if kind == 1]
+    assert routes[0] == [demo.UPSTREAM_PORT] and [demo.FORWARDER_PORT] in routes
+    assert {c for _, kind, c, _, _ in run.sent if kind == 1} == {stream_content}
+
+
+def test_camus_demo_hicn_runs_end_to_end(tmp_path: Path, capsys):
+    from camus.cli import main
+
+    out = tmp_path / "hicn"
+    assert main(["demo", "hicn", *SMALL, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    summary = (out / "summary.txt").read_text()
+    assert summary in text
+    assert "every request was answered exactly once and routed as the reference evaluator says" in summary
+    assert sum(1 for line in summary.splitlines() if line.startswith("  round 0 ") and line.endswith(": ok")) == 2
+    assert (out / "hicn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "camus" / "switch" / "pipeline.json").exists()
+    assert "rate(hot) >= 3 : fwd(1)" in (out / "camus" / "hicn.rules").read_text()
+
+
+@pytest.mark.parametrize("front", ["embedded", "serve"])
+def test_every_request_is_answered_once_and_routed_as_the_evaluator_says(tmp_path: Path, front: str):
+    from apps.hicn.settings import Settings
+
+    settings = Settings(workload.WorkloadConfig(rate=100, duration=1.5, contents=2000, streams=1, window=2),
+                        threshold=3, grace=3.0, switch=front)
+    result = demo.run_demo(settings, tmp_path)
+    assert [r.mode for r in result.runs] == ["camus", "baseline"]
+    camus, baseline = result.runs
+    for run in result.runs:
+        assert run.ok, (run.mode, run.unanswered()[:5], run.answered_twice()[:5], run.misrouted()[:5])
+        assert len(run.sent) > 100 and len(run.answers) == len(run.sent)
+        assert sorted(run.delivered) == list(range(len(run.sent)))
+    assert not baseline.producer["requests"] and len(baseline.forwarder["requests"]) == len(baseline.sent)
+    # with the meter both ways are taken, and the cold tail goes upstream
+    assert camus.forwarder["requests"] and camus.producer["requests"]
+    _meter_decided(camus, result.catalogue.stream_id)
+    cold = result.cold_contents()
+    to_producer = {n for n, _ in camus.producer["requests"]}
+    cold_sent = [n for n, kind, c, _, _ in camus.sent if kind == 0 and c in cold]
+    assert sum(n in to_producer for n in cold_sent) > 0.8 * len(cold_sent)
