@@ -7,6 +7,7 @@ See README.md in this folder for `camus demo hicn`. `register_demo` adds the com
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -73,7 +74,11 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SystemExit(f"camus demo hicn: {exc}") from None
     out = Path(args.out)
-    result = demo.run_demo(settings, out)
+    try:
+        result = demo.run_demo(settings, out)
+    except (demo.FrontError, RuntimeError, OSError) as exc:
+        print(f"camus demo hicn: {exc}", file=sys.stderr)
+        return 2
     text = report.summary(result)
     (out / "summary.txt").write_text(text)
     plot.write_png(result, out / "hicn.png")

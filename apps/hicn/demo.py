@@ -38,7 +38,7 @@ from pathlib import Path
 
 from apps.hicn import processes, workload
 from apps.hicn.settings import Settings
-from apps.hicn.switches import FORWARDER_PORT, UPSTREAM_PORT, Front, open_front
+from apps.hicn.switches import FORWARDER_PORT, UPSTREAM_PORT, Front, FrontError, open_front
 from apps.hicn.wire import CONTENT
 from compiler.compile import Compiled, compile_rules, write_outputs
 from compiler.rules import parse_rules
@@ -207,7 +207,11 @@ def run_once(demo: Demo, mode: str, round_: int, front: Front, spec_path: Path =
             "--data-bytes", str(s.data_bytes), "--result", str(run_dir / "forwarder.json")])
         procs.append(forwarder)
         forwarder_in = processes.field(processes.read_until_ready(forwarder, START_SECONDS, "forwarder"), "ingress")
-        binding = front.start(demo.out / mode / "switch", {FORWARDER_PORT: forwarder_in, UPSTREAM_PORT: producer_in})
+        try:
+            binding = front.start(demo.out / mode / "switch", {FORWARDER_PORT: forwarder_in, UPSTREAM_PORT: producer_in})
+        except Exception as exc:  # said in one line by the command: which switch, which program
+            raise FrontError(f"the {front.name} switch cannot run {demo.out / mode / 'switch'}: "
+                             f"{type(exc).__name__}: {exc}") from exc
         clients.stdin.write(f"go {binding}\n")
         clients.stdin.flush()
         code = clients.wait(w.duration + s.grace + START_SECONDS)

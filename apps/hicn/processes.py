@@ -42,13 +42,20 @@ def follow(proc: subprocess.Popen) -> None:
     threading.Thread(target=pump, name=f"stdout-{proc.pid}", daemon=True).start()
 
 
-def read_line(proc: subprocess.Popen, timeout: float, what: str) -> str:
+def read_line(proc: subprocess.Popen, timeout: float, what: str, before: list[str] = ()) -> str:
+    """The next line `proc` prints; RuntimeError, with what it printed `before`, if it ends
+    or says nothing for `timeout` seconds."""
     try:
         line = proc.lines.get(timeout=timeout)
     except queue.Empty:
-        line = None
+        raise RuntimeError(f"{what}: nothing within {timeout:.0f} s") from None
     if line is None:
-        raise RuntimeError(f"{what}: no answer within {timeout:.0f} s (exit code {proc.poll()})")
+        try:
+            code = proc.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        said = " | ".join(list(before)[-5:])
+        raise RuntimeError(f"{what} exited (code {code})" + (f": {said}" if said else ""))
     return line
 
 
@@ -57,7 +64,7 @@ def read_until_ready(proc: subprocess.Popen, timeout: float, what: str) -> list[
     deadline = time.monotonic() + timeout
     lines: list[str] = []
     while True:
-        line = read_line(proc, max(0.0, deadline - time.monotonic()), what)
+        line = read_line(proc, max(0.0, deadline - time.monotonic()), what, lines)
         if line == "ready":
             return lines
         lines.append(line)

@@ -30,6 +30,11 @@ FORWARDER_PORT, UPSTREAM_PORT, INGRESS_PORT = 1, 2, 0
 READY_SECONDS = 60.0
 
 
+class FrontError(RuntimeError):
+    """The switch could not be started or given the program (a target that is not here, or
+    cannot run it): the demo says so in one line."""
+
+
 def _udp(description: str) -> str:
     """`udp:HOST:PORT` from a port's description `udp HOST:PORT`."""
     match = re.match(r"udp (\S+):(\d+)", description)
@@ -173,5 +178,10 @@ def open_front(kind: str, impl: str, out: Path) -> Front:
     if kind == "serve":
         return Serve(impl, out / "switch-serve.log")
     if kind == "bmv2":
-        return Bmv2()
+        from controller.target import TargetUnavailable
+
+        try:
+            return Bmv2()
+        except TargetUnavailable as exc:
+            raise FrontError(f"bmv2: {exc}") from exc
     raise ValueError(f"unknown switch {kind!r} (one of {', '.join(FRONTS)})")
