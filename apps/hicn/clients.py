@@ -18,7 +18,8 @@ spec declares with `query_timestamp` (the switch's meter windows run on that fie
 reference evaluator can replay exactly what the switch saw). Requests leave through one
 socket in the order they are numbered, which is the order the switch receives them.
 
-It stops when every request has been answered, or `--grace` seconds after the last was due,
+A request's latency runs from its send to its answer's arrival at the reply socket (the
+kernel's time). It stops when every request has been answered, or `--grace` seconds after the last was due,
 writes its result (JSON) to `--result` and exits: per request (number, client kind: 0
 browsing, k the stream, content, time-field value, send ns), per answer (number, arrival ns,
 who answered).
@@ -88,17 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         send(0, content)
 
     def on_answers() -> None:
-        now = time.monotonic_ns()
-        for payload, _ in wire.receive_datagrams(reply):
+        for payload, _, arrived in wire.receive_datagrams(reply):
             if len(payload) < wire.DATA.size:
                 continue
             number, _content, source = wire.read_data(payload)
-            answers.append((number, now, source))
+            answers.append((number, arrived, source))
             if number in answered or number >= len(sent):
                 continue  # a duplicate or a stranger: kept in `answers`, judged by the demo
             answered.add(number)
             kind = kind_of[number]
-            if kind and now < end:
+            if kind and time.monotonic_ns() < end:
                 send(kind, args.stream_content)
 
     for t_us, content in schedule:

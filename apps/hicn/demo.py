@@ -72,12 +72,13 @@ class Run:
     expected: dict[int, frozenset[int]]  # request number -> the evaluator's ports
     switch_counters: dict
     wall_seconds: float
+    load: float  # the 1-minute load average after the run: other work on the machine shows here
     delivered: dict[int, list[int]] = field(default_factory=dict)  # number -> ports it reached
 
     def __post_init__(self) -> None:
         for number, *_ in self.forwarder["requests"]:
             self.delivered.setdefault(number, []).append(FORWARDER_PORT)
-        for number, _ in self.producer["requests"]:
+        for number, *_ in self.producer["requests"]:
             self.delivered.setdefault(number, []).append(UPSTREAM_PORT)
 
     @property
@@ -108,6 +109,25 @@ class Run:
     def ok(self) -> bool:
         return not (self.unanswered() or self.answered_twice() or self.strangers() or self.misrouted()
                     or set(self.delivered) - {s[0] for s in self.sent})
+
+    def modelled_ms(self) -> dict[int, float]:
+        """Request number -> its latency as the model makes it: from its arrival at the
+        forwarder or producer to when its answer was due there (queue, service, fetch,
+        producer delay), leaving out what the machine added on the way."""
+        arrival = {n: a for n, a, _, _ in self.forwarder["requests"]}
+        out = {n: (due - arrival[n]) / 1e6 for n, due in self.forwarder["answered"] if n in arrival}
+        out.update({n: (due - a) / 1e6 for n, a, due in self.producer["requests"]})
+        return out
+
+    def overheads_ms(self) -> list[float]:
+        """Per request answered from the forwarder's cache or by the producer directly: its
+        latency less the time the model itself put in (the forwarder's queue and service,
+        the producer's delay): what the switch, the sockets and the scheduling of the
+        processes on this machine added."""
+        lat = self.latencies_ms()
+        modelled = {n: (done - arrival) / 1e6 for n, arrival, done, hit in self.forwarder["requests"] if hit}
+        modelled.update({n: (due - arrival) / 1e6 for n, arrival, due in self.producer["requests"]})
+        return [lat[n] - m for n, m in modelled.items() if n in lat]
 
     def latencies_ms(self) -> dict[int, float]:
         """Request number -> latency (first answer), ms."""
@@ -229,7 +249,7 @@ def run_once(demo: Demo, mode: str, round_: int, front: Front, spec_path: Path =
                json.loads((run_dir / "forwarder.json").read_text()),
                json.loads((run_dir / "producer.json").read_text()),
                expected_ports(demo.spec, rules_text(mode, s.threshold), c["sent"], demo.stamp), front.counters(),
-               time.perf_counter() - started)
+               time.perf_counter() - started, os.getloadavg()[0])
 
 
 def run_demo(settings: Settings, out: str | Path, spec_path: Path = SPEC) -> Demo:
@@ -247,6 +267,3 @@ def run_demo(settings: Settings, out: str | Path, spec_path: Path = SPEC) -> Dem
         front.close()
     return demo
 
-
-def load_average() -> float:
-    return os.getloadavg()[0]

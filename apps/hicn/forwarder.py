@@ -6,7 +6,8 @@
 What a software hICN forwarder does with the requests the switch sends it (port 1):
 
 * Every packet it handles, a request from the switch or data coming back from the
-  producer, costs it `--service-us` of its one core, first come first served: a request
+  producer, costs it `--service-us` of its one core, first come first served (from the
+  kernel's arrival time of each packet, in the order the process reads them): a request
   that arrives while the core is busy waits in its queue. That is the forwarder's capacity
   (1e6 / service-us packets a second) and the queueing that loads it. The core's time is
   kept as a schedule (when it is next free) and each packet's handling completes at its
@@ -22,7 +23,8 @@ What a software hICN forwarder does with the requests the switch sends it (port 
 
 On start it prints `ingress DESCRIPTION` and `ready`; on SIGTERM it writes its result
 (JSON) to `--result` and exits: per request from the switch its number, arrival, when its
-handling completed on the core's schedule and whether it hit; the completion times of
+handling completed on the core's schedule and whether it hit; when each answer left on
+that schedule (a miss: when its data's handling completed); the completion times of
 everything it handled (its load over time); its busy time. (What it sends goes out when the
 event loop reaches the completion, which on a busy machine can be later: the clients'
 latencies include that.)
@@ -33,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections import OrderedDict
 
 from apps.hicn import wire
@@ -58,6 +59,7 @@ class Forwarder:
         self.free_at = 0  # when the core is next free (monotonic ns)
         self.busy_ns = 0
         self.requests: list[tuple[int, int, int, bool]] = []  # number, arrival, done, hit
+        self.answered: list[tuple[int, int]] = []  # number, when its answer left on the schedule
         self.handled: list[int] = []  # completion time of every packet handled
         self.fetches = 0
         self.evictions = 0
@@ -80,8 +82,7 @@ class Forwarder:
             pass  # the peer is gone: the run is over
 
     def on_frames(self) -> None:
-        now = time.monotonic_ns()
-        for frame in wire.receive_frames(self.ingress):
+        for frame, now in wire.receive_frames(self.ingress):
             try:
                 number, content = self.layout.read_request(frame)
             except ValueError:
@@ -96,6 +97,7 @@ class Forwarder:
         if hit:
             self.cache.move_to_end(content)
             self._send(wire.data(number, content, wire.FROM_CACHE, self.data_bytes), self.client)
+            self.answered.append((number, completion))
             return
         waiting = self.pending.setdefault(content, [])
         waiting.append(number)
@@ -104,8 +106,7 @@ class Forwarder:
             self._send(wire.FETCH.pack(self.fetches, content), self.producer)
 
     def on_data(self) -> None:
-        now = time.monotonic_ns()
-        for payload, _ in wire.receive_datagrams(self.sock):
+        for payload, _, now in wire.receive_datagrams(self.sock):
             if len(payload) < wire.FETCH.size:
                 self.undecodable += 1
                 continue
@@ -121,9 +122,10 @@ class Forwarder:
             self.evictions += 1
         for number in self.pending.pop(content, []):
             self._send(wire.data(number, content, wire.FROM_FORWARDER_FETCH, self.data_bytes), self.client)
+            self.answered.append((number, completion))
 
     def result(self) -> dict:
-        return {"requests": self.requests, "handled": self.handled, "busy_ns": self.busy_ns,
+        return {"requests": self.requests, "answered": self.answered, "handled": self.handled, "busy_ns": self.busy_ns,
                 "fetches": self.fetches, "evictions": self.evictions, "undecodable": self.undecodable,
                 "service_ns": self.service_ns, "capacity": self.capacity}
 

@@ -6,7 +6,7 @@
 Requests arrive two ways: as frames the switch sent out of its upstream port (`--ingress`, a
 frame port: `udp:@HOST:PORT` or `iface:NAME`), answered to the client (`--client`); and as
 fetches from the forwarder on its fetch socket, answered to the forwarder. Every answer
-leaves `delay + jitter` after its request arrived, `jitter` exponential with mean
+leaves `delay + jitter` after its request arrived (the kernel's arrival time), `jitter` exponential with mean
 `--jitter-ms` (seeded): the extra distance to the origin, the one cost every request going
 upstream pays. The producer serves any number of requests at once (it is not the
 bottleneck under study). Waiting is done by the event loop's timers, not by sleeping per
@@ -14,7 +14,8 @@ request.
 
 On start it prints `fetch HOST:PORT`, `ingress DESCRIPTION` and `ready` (stdout, flushed);
 on SIGTERM it writes its result (JSON) to `--result` and exits: the request numbers it got
-from the switch, with their arrival times, and how many fetches it answered.
+from the switch, with their arrival times and when their answers were due, and how many
+fetches it answered.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import argparse
 import json
 import random
 import sys
-import time
 
 from apps.hicn import wire
 from apps.hicn.loop import Loop
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     loop = Loop()
     ingress = wire.open_frames(args.ingress)
     fetch = wire.udp_socket()
-    got: list[tuple[int, int]] = []  # (request number, arrival ns) of the switch's copies
+    got: list[tuple[int, int, int]] = []  # (request number, arrival, planned answer) in ns
     stats = {"fetches": 0, "undecodable": 0}
 
     def later(arrival: int) -> int:
@@ -64,19 +64,18 @@ def main(argv: list[str] | None = None) -> int:
             pass  # the receiver is gone: the run is over
 
     def on_frames() -> None:
-        now = time.monotonic_ns()
-        for frame in wire.receive_frames(ingress):
+        for frame, now in wire.receive_frames(ingress):
             try:
                 number, content = layout.read_request(frame)
             except ValueError:
                 stats["undecodable"] += 1
                 continue
-            got.append((number, now))
-            loop.at(later(now), answer, wire.data(number, content, wire.FROM_PRODUCER, args.data_bytes), client)
+            when = later(now)
+            got.append((number, now, when))
+            loop.at(when, answer, wire.data(number, content, wire.FROM_PRODUCER, args.data_bytes), client)
 
     def on_fetch() -> None:
-        now = time.monotonic_ns()
-        for payload, sender in wire.receive_datagrams(fetch):
+        for payload, sender, now in wire.receive_datagrams(fetch):
             if len(payload) < wire.FETCH.size:
                 stats["undecodable"] += 1
                 continue

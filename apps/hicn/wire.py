@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from dataclasses import dataclass
 
 from compiler.spec import Spec
@@ -40,6 +41,15 @@ SOURCES = {FROM_CACHE: "forwarder (cache hit)", FROM_FORWARDER_FETCH: "forwarder
 CLIENT_IP, PRODUCER_IP = 0x0A000064, 0x0A0000C8  # 10.0.0.100 and 10.0.0.200, for the frames' looks
 MAX_DATAGRAM = 65535
 RECEIVE_BUFFER = 8 << 20
+# Arrival times are the kernel's (SO_TIMESTAMPNS: when the datagram or frame reached the
+# socket), not when the process got round to reading it: a process the shared machine did
+# not schedule for a while still knows when each request came, so the forwarder's queue is
+# that of a core of its own. The kernel stamps CLOCK_REALTIME; the processes compare
+# CLOCK_MONOTONIC, so each process converts with the offset between the two at its start.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's value; Python does not name it
+_STAMP = struct.Struct("qq")  # struct timespec
+_ANCILLARY = socket.CMSG_SPACE(_STAMP.size)
+_REALTIME_TO_MONOTONIC = time.monotonic_ns() - time.time_ns()
 
 
 @dataclass(frozen=True)
@@ -100,46 +110,61 @@ def read_data(datagram: bytes) -> tuple[int, int, int]:
 
 
 def udp_socket(bind: tuple[str, int] = ("127.0.0.1", 0)) -> socket.socket:
-    """A non-blocking UDP socket on loopback with a receive buffer a burst fits in."""
+    """A non-blocking UDP socket on loopback with a receive buffer a burst fits in and
+    arrival times from the kernel."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(bind)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
     except OSError:
         pass
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.setblocking(False)
     return sock
 
 
 def open_frames(spec_text: str) -> Port:
     """A frame port (`udp:HOST:PORT` to send to, `udp:@HOST:PORT` to receive on, or
-    `iface:NAME`), made non-blocking for an event loop."""
+    `iface:NAME`), made non-blocking for an event loop, arrival times from the kernel."""
     port = parse_binding(0, spec_text)
+    port.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     port.sock.setblocking(False)
     return port
 
 
-def receive_frames(port: Port) -> list[bytes]:
-    """Every frame waiting on `port` (non-blocking), leaving out what this host sent on an
-    interface (an AF_PACKET socket sees its own output too)."""
+def _receive(sock: socket.socket):
+    """One (data, sender, arrival on CLOCK_MONOTONIC in ns) from `sock`; BlockingIOError if
+    none is waiting."""
+    data, ancillary, _, address = sock.recvmsg(MAX_DATAGRAM, _ANCILLARY)
+    for level, kind, raw in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _STAMP.size:
+            seconds, nanoseconds = _STAMP.unpack_from(raw)
+            return data, address, seconds * 1_000_000_000 + nanoseconds + _REALTIME_TO_MONOTONIC
+    return data, address, time.monotonic_ns()  # no stamp (not Linux): when it was read
+
+
+def receive_frames(port: Port) -> list[tuple[bytes, int]]:
+    """Every frame waiting on `port` (non-blocking) with its arrival time, leaving out what
+    this host sent on an interface (an AF_PACKET socket sees its own output too)."""
     frames = []
     while True:
         try:
-            frame, address = port.sock.recvfrom(MAX_DATAGRAM)
+            frame, address, arrival = _receive(port.sock)
         except (BlockingIOError, InterruptedError):
             return frames
         except ConnectionRefusedError:
             continue
         if isinstance(port, InterfacePort) and address[2] == PACKET_OUTGOING:
             continue
-        frames.append(frame)
+        frames.append((frame, arrival))
 
 
-def receive_datagrams(sock: socket.socket) -> list[tuple[bytes, tuple[str, int]]]:
+def receive_datagrams(sock: socket.socket) -> list[tuple[bytes, tuple[str, int], int]]:
+    """Every datagram waiting on `sock`: (payload, sender, arrival time)."""
     out = []
     while True:
         try:
-            out.append(sock.recvfrom(MAX_DATAGRAM))
+            out.append(_receive(sock))
         except (BlockingIOError, InterruptedError):
             return out
         except ConnectionRefusedError:

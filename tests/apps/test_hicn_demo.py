@@ -129,9 +129,9 @@ def test_forwarder_caches_aggregates_misses_and_serves_at_its_rate(tmp_path: Pat
 
 def _run(sent, answers, forwarder_got, producer_got, expected) -> demo.Run:
     return demo.Run("camus", 0, 0, 1, sent, answers,
-                    {"requests": [(n, 0, 0, False) for n in forwarder_got], "handled": [], "busy_ns": 0,
+                    {"requests": [(n, 0, 0, False) for n in forwarder_got], "answered": [], "handled": [], "busy_ns": 0,
                      "service_ns": 1},
-                    {"requests": [(n, 0) for n in producer_got]}, expected, {}, 0.0)
+                    {"requests": [(n, 0, 0) for n in producer_got]}, expected, {}, 0.0, 0.0)
 
 
 def test_the_checks_catch_a_missing_double_or_stray_answer_and_a_wrong_route():
@@ -194,7 +194,7 @@ def test_every_request_is_answered_once_and_routed_as_the_evaluator_says(tmp_pat
     assert camus.forwarder["requests"] and camus.producer["requests"]
     _meter_decided(camus, result.catalogue.stream_id)
     cold = result.cold_contents()
-    to_producer = {n for n, _ in camus.producer["requests"]}
+    to_producer = {n for n, *_ in camus.producer["requests"]}
     cold_sent = [n for n, kind, c, _, _ in camus.sent if kind == 0 and c in cold]
     assert sum(n in to_producer for n in cold_sent) > 0.8 * len(cold_sent)
 
