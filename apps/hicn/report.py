@@ -188,6 +188,7 @@ def explain(demo: Demo, cam: ModeStats, base: ModeStats) -> list[str]:
     cold_c = percentile(cam.latencies["cold"], 95)
     (c_fwd, c_up) = cam.routed["cold"]
     (s_fwd, s_up) = cam.routed["stream"]
+    (h_fwd, h_up) = cam.routed["hot"]
     loads = ", ".join(f"{r.load:.1f}" for r in demo.runs)
     noise = "; ".join(
         f"{m} p50 {percentile(o, 50):.2f} ms, p95 {percentile(o, 95):.2f} ms, p99 {percentile(o, 99):.2f} ms"
@@ -206,12 +207,14 @@ def explain(demo: Demo, cam: ModeStats, base: ModeStats) -> list[str]:
         f"+3% says cold traffic was a small share of its forwarder's work.",
         f"* The meter is a tumbling window on request timestamps: each window starts every content cold, "
         f"so the first requests of each window for hot content go upstream ({s_up} of {s_up + s_fwd} "
-        f"stream requests here) and pay the producer's delay; and contents whose identifiers share "
+        f"stream requests and {h_up} of {h_up + h_fwd} hot browsing requests here, which is why hot "
+        f"browsing's p95 is worse with camus) and pay the producer's delay; and contents whose identifiers share "
         f"their low 16 bits share a bucket, so some cold requests reach the forwarder ({c_fwd} of "
         f"{c_fwd + c_up} here, with the ones that really were requested often enough in their window).",
         f"* Everything runs on one shared machine (load average {loads}) over loopback UDP, "
         f"the processes in Python. What that adds to a request beyond the modelled delays (switch, "
         f"sockets, scheduling; measured on cache hits and direct upstream answers): "
-        f"{noise}; it falls on both modes alike (they alternate), and the tails above are mostly it.",
+        f"{noise}; it falls on both modes alike (they alternate) and is in the measured tails, not in "
+        f"the 'model only' rows.",
     ]
     return out
