@@ -211,8 +211,8 @@ def explain(demo: Demo, cam: ModeStats, base: ModeStats) -> list[str]:
         f"browsing's p95 is worse with camus) and pay the producer's delay; and contents whose identifiers share "
         f"their low 16 bits share a bucket, so some cold requests reach the forwarder ({c_fwd} of "
         f"{c_fwd + c_up} here, with the ones that really were requested often enough in their window).",
-        f"* Everything runs on one shared machine (load average {loads}) over loopback UDP, "
-        f"the processes in Python. What that adds to a request beyond the modelled delays (switch, "
+        f"* Everything runs on one shared machine (load average {loads}) over "
+        f"{'veths' if s.switch == 'bmv2' else 'loopback UDP'}, the processes in Python. What that adds to a request beyond the modelled delays (switch, "
         f"sockets, scheduling; measured on cache hits and direct upstream answers): "
         f"{noise}; it falls on both modes alike (they alternate) and is in the measured tails, not in "
         f"the 'model only' rows.",
