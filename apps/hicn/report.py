@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from apps.hicn import wire
 from apps.hicn.demo import MODES, Demo, Run, rules_text
-from apps.hicn.switches import FORWARDER_PORT, UPSTREAM_PORT
+from apps.hicn.switches import FORWARDER_PORT
 
 PAPER_P95_CHANGE = -21.0  # % (seed 000, §V-E3, Fig. 11)
 PAPER_THROUGHPUT_CHANGE = 3.0  # %
