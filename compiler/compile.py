@@ -129,13 +129,17 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     started = time.perf_counter()
     st = None
-    if spec.state_vars:  # an application with state: one lane, the general path
-        st = stateful_mod.State(spec)
+    if spec.state_vars and any(map(stateful_mod.stateful, rules)):
+        st = stateful_mod.State(spec)  # rules with state: one lane, the general path
     elif fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries,
                                         on_estimate):
-        # 1M hICN rules: entries straight from the values, the diagram built only if read
+        # 1M hICN rules: entries straight from the values, the diagram built only if read.
+        # A spec declaring state whose rules use none (hicn.p4's meter) still goes this way.
+        fast.with_state = bool(spec.state_vars)
         return _emit(spec, rules, len(rules), fast.diagram(), fast.stages, fast.predicted,
                      static, started, fast)
+    elif spec.state_vars:
+        st = stateful_mod.State(spec)
     items = []
     append = items.append
     expanded = rules  # the rules the match kinds come from: stateful ones as pseudo-rules
@@ -241,6 +245,9 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
                                       app.multicast_group, state_width)
         entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
                        "multicast_groups": groups}
+        if spec.state_vars:  # state declared, used by no rule: the state tables stay empty
+            entries_doc["camus_entries"] = entries_json.STATE_ENTRIES_VERSION
+            entries_doc["state_instances"] = []
         per_table = _per_table(entries)
     ports_width = MAX_PORTS_WIDTH
     if not static:  # a static pipeline has a bit for every port; else up to the highest used
