@@ -34,16 +34,8 @@ def frames(path) -> collections.Counter:
 
 @pytest.mark.parametrize("switch", [
     "camus",
-    pytest.param("bmv2", marks=[
-        pytest.mark.skipif(bmv2_missing() is not None, reason=f"bmv2: {bmv2_missing()}"),
-        # Run on real bmv2 (issue 23): the switches start in their namespaces and take the
-        # fabric program and control plane, but the hosts get each frame many times (6,324
-        # frames, up to 678 copies of one, against the 199 of camus net run) and frames camus
-        # never makes (53 distinct at a host that should get 40). Two switches A-B do it too,
-        # so it is no cycle of the graph: the ITCH fabric program's passes or pruning on bmv2
-        # (resubmission), or its control plane; not yet found.
-        pytest.mark.xfail(strict=True, reason="bmv2 repeats ITCH copies in camus net up (issue 23)"),
-    ]),
+    pytest.param("bmv2", marks=pytest.mark.skipif(bmv2_missing() is not None,
+                                                  reason=f"bmv2: {bmv2_missing()}")),
 ])
 def test_net_up_agrees_with_net_run(tmp_path, switch):
     rng = random.Random(21)
