@@ -41,12 +41,47 @@ SWITCHES = [
                                                   reason=f"bmv2: {bmv2_missing()}")),
 ]
 
-# A general graph with a cycle (one spanning tree carries it, TR, rounded constants), and a
-# k = 4 fat tree (two up ports per edge and aggregation switch, so the up-port hash chooses;
-# MR: every packet goes up; exact constants).
+def itch_subscriptions(rng, names):
+    return subscriptions_text(rng, names, 25 if len(names) < 10 else 30)
+
+
+def itch_frames(rng, n):
+    return [packet(rng, 1000 * i + 1)[0] for i in range(20 * n, 20 * n + 20)]
+
+
+def kafka_subscriptions(rng, names):
+    atoms = [lambda: f"topic_id == {rng.randint(1, 2)}", lambda: f"partition == {rng.randint(0, 1)}",
+             lambda: f"slot0 {rng.choice(('<', '>=', '>'))} {rng.choice((100, 500, 900))}",
+             lambda: f"slot1 {rng.choice(('<', '>='))} {rng.choice((1000, 30000))}"]
+    return "".join(f"{rng.choice(names)}: {' and '.join(rng.choice(atoms)() for _ in range(rng.randint(1, 3)))}\n"
+                   for _ in range(12))
+
+
+def kafka_frames(rng, n):
+    """Records as the broker frames them (shim.reframe), some in several fragments; fragments
+    of 1,000 bytes keep every frame within the links' 1,500-byte MTU."""
+    from shim.reframe import Addressing, Record, packets
+
+    out = []
+    for i in range(20 * n, 20 * n + 20):
+        slots = [rng.randrange(1000), rng.randrange(65536)] + [0] * 6
+        record = Record(i, None, rng.randbytes(rng.choice((10, 300, 2500))))
+        out += packets(rng.randint(1, 2), rng.randint(0, 1), i, slots, record,
+                       Addressing(src_port=40000 + n), fragment=1000)
+    return out
+
+
+# (spec, hosts, publishers, where, subscriptions, frames): a general graph with a cycle (one
+# spanning tree carries it; TR, rounded constants); a k = 4 fat tree (two up ports per edge
+# and aggregation switch, so the up-port hash chooses; MR: every packet goes up; exact
+# constants); Kafka records (one message a packet, no resubmission) on the fat tree with TR.
 NETWORKS = {
-    "graph": (6, 2, lambda d: ["--graph", str(graph_file(d)), "--alpha", "100"]),
-    "fattree4-mr": (16, 3, lambda d: ["--topology", "fattree:4", "--policy", "mr", "--alpha", "1"]),
+    "itch-graph": ("p4/itch/itch.p4", 6, 2, lambda d: ["--graph", str(graph_file(d)), "--alpha", "100"],
+                   itch_subscriptions, itch_frames),
+    "itch-fattree4-mr": ("p4/itch/itch.p4", 16, 3, lambda d: ["--topology", "fattree:4", "--policy", "mr"],
+                         itch_subscriptions, itch_frames),
+    "kafka-fattree4-tr": ("p4/kafka/kafka.p4", 16, 2, lambda d: ["--topology", "fattree:4"],
+                          kafka_subscriptions, kafka_frames),
 }
 
 
@@ -59,18 +94,17 @@ def graph_file(d):
 @pytest.mark.parametrize("network", NETWORKS)
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_net_up_agrees_with_net_run(tmp_path, switch, network):
-    hosts, publishers, where = NETWORKS[network]
+    spec, hosts, publishers, where, subscriptions, traffic = NETWORKS[network]
     rng = random.Random(21)
     names = [f"h{i}" for i in range(hosts)]
     subs = tmp_path / "subs.txt"
-    subs.write_text(subscriptions_text(rng, names, 25 if hosts < 10 else 30))
+    subs.write_text(subscriptions(rng, names))
     net = tmp_path / "net"
-    assert main(["net", "compile", str(ROOT / "p4/itch/itch.p4"), str(subs), *where(tmp_path),
-                 "--out", str(net)]) == 0
+    assert main(["net", "compile", str(ROOT / spec), str(subs), *where(tmp_path), "--out", str(net)]) == 0
     injects = []
     for n, host in enumerate(names[:: hosts // publishers][:publishers]):
         pcap = tmp_path / f"{host}.pcap"
-        write_pcap(str(pcap), [packet(rng, 1000 * i + 1)[0] for i in range(20 * n, 20 * n + 20)])
+        write_pcap(str(pcap), traffic(rng, n))
         injects += ["--inject", f"{host}={pcap}"]
     assert main(["net", "run", "--net", str(net), *injects, "--out-dir", str(tmp_path / "run")]) == 0
     up = subprocess.run([sys.executable, "-m", "camus", "net", "up", "--net", str(net), *injects,
