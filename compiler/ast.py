@@ -1,5 +1,6 @@
 """The rule AST: filters over query fields and state, and rules pairing a filter with ports
-(and, for stateful rules, the state their actions update; docs/stateful.md).
+(and, for stateful rules, the state their actions update; docs/stateful.md; and, for rules
+naming `drop` or an action their spec declares, that verdict; docs/actions.md).
 
 Atoms compare by meaning only (field, operator, value); their source position rides along
 for error messages and is ignored by equality and hashing. Nodes keep their fields in slots:
@@ -79,12 +80,30 @@ Filter = Union[Atom, StateAtom, And, Or, Not, Const]
 
 
 @dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a rule does beyond `fwd`: `drop`, or an action its spec declares with its typed
+    arguments (`answerDNS(10.0.0.105)`: args (0x0a000069,)), at a priority (`priority(N)`,
+    default 0). Of the verdicts of the rules a packet matches, one is taken
+    (`compiler.actions.resolve`; docs/actions.md)."""
+
+    name: str
+    args: tuple[int, ...] = ()
+    priority: int = 0
+
+    def __str__(self) -> str:
+        call = self.name if self.name == "drop" else \
+            f"{self.name}({', '.join(map(str, self.args))})"
+        return call if not self.priority else f"{call}, priority({self.priority})"
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     filter: Filter
     ports: frozenset[int]
     line: int = 0
     text: str = ""
     updates: frozenset[StateVar] = frozenset()  # the state its update actions name
+    verdict: Verdict | None = None  # drop or a declared action (docs/actions.md)
 
 
 def state_atoms(f: Filter) -> list[StateAtom]:

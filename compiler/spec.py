@@ -20,6 +20,11 @@ annotations. The annotations (each also accepted as `@pragma name(...)` and `#pr
   query_timestamp(h.f, ns|us|ms)   a message's time is its field h.f in that unit (else
                             its packet's time)
   query_banks(N)            register arrays per declared state (1..16, default 4)
+  action(NAME, ...)         actions of compiler.actions.LIBRARY rules may name besides fwd
+                            (drop, answerDNS; docs/actions.md)
+  default_action("ACTIONS") what a message no rule gives anything gets: an action list as
+                            a rule writes it ("fwd(1)", "drop", "answerDNS(10.0.0.1)");
+                            without it, such a packet goes by IPv4 routing
 
 Field widths come from the header declarations, never from annotations.
 """
@@ -49,7 +54,7 @@ DEFAULT_BANKS = 4  # register arrays per state (pipeline.model.DEFAULT_BANKS)
 MAX_BANKS = 16
 # Words a rule gives a meaning of their own; no counter or meter may be named so.
 RESERVED = frozenset({"and", "or", "not", "in", "true", "false", "fwd", "count", "meter", "avg",
-                      "rate"})
+                      "rate", "drop", "priority"})
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,11 @@ class Spec:
     # `query_timestamp(h.f, unit)`: (field, unit), or None; `query_banks(N)`.
     timestamp: tuple[str, str] | None = None
     banks: int = DEFAULT_BANKS
+    # `@action(...)`: the library actions (compiler.actions.Signature) rules may name, by
+    # name; `@default_action("...")`: (ports, verdict or None) of a message no rule gives
+    # anything, or None: such a message goes by IPv4 routing (docs/actions.md).
+    actions: dict = field(default_factory=dict)
+    default: tuple | None = None
 
     @property
     def message_headers(self) -> list[Header]:
@@ -282,6 +292,7 @@ class _SpecBuilder:
         self.annotations: list[tuple[str, list, lark.Tree]] = []
         self.header_nodes: dict[str, lark.Token] = {}
         self.fields: dict[str, Field] = {}
+        self.action_nodes: list = []
 
     def error(self, message: str, node) -> SpecError:
         meta = getattr(node, "meta", None)
@@ -301,6 +312,7 @@ class _SpecBuilder:
         kinds: dict[str, tuple[str, lark.Tree]] = {}
         ascii_fields: set[str] = set()
         states: list[tuple[str, list, lark.Tree]] = []
+        defaults: list[tuple[list, lark.Tree]] = []
         for ann, args, node in self.annotations:
             if ann in KINDS:
                 f = self._field_arg(ann, args, node, count=1)
@@ -333,9 +345,14 @@ class _SpecBuilder:
                 spec.message_types = tuple(sorted(set(values)))
             elif ann in STATE_KINDS or ann in ("query_timestamp", "query_banks"):
                 states.append((ann, args, node))  # once framing and ascii fields are known
+            elif ann == "action":
+                self._actions(spec, args, node)
+            elif ann == "default_action":
+                defaults.append((args, node))  # once every action is declared
             else:
                 known = sorted([*KINDS, *STATE_KINDS, 'ascii', 'udp_port', 'framing',
-                                'message_type', 'query_timestamp', 'query_banks'])
+                                'message_type', 'query_timestamp', 'query_banks', 'action',
+                                'default_action'])
                 raise self.error(f"unknown annotation '{ann}' (known: {', '.join(known)})", node)
         for h in spec.headers:
             if h.bits % 8:
@@ -372,7 +389,60 @@ class _SpecBuilder:
                 raise self.error(f"state {what} '{var.name.removeprefix('avg(').rstrip(')')}' "
                                  f"is declared twice", node)
             spec.state_vars[var.name] = var
+        if spec.state_vars and (spec.actions or defaults):
+            node = (defaults[0][1] if defaults else self.action_nodes[0])
+            raise self.error("a spec that declares state cannot declare actions yet "
+                             "(docs/actions.md, \"Actions and state\")", node)
+        if len(defaults) > 1:
+            raise self.error("default_action is declared twice", defaults[1][1])
+        for args, node in defaults:
+            spec.default = self._default(spec, args, node)
         return spec
+
+    def _actions(self, spec: Spec, args: list, node) -> None:
+        """`@action(name, ...)`: library actions the application's rules may name."""
+        from compiler.actions import LIBRARY
+        if not args or any(a.data != "name_arg" for a in args):
+            raise self.error("action takes the names of actions: action(answerDNS)", node)
+        self.action_nodes.append(node)
+        for a in args:
+            tok = a.children[0]
+            sig = LIBRARY.get(str(tok))
+            if sig is None:
+                raise self.error(f"unknown action '{tok}' (the library has: "
+                                 f"{', '.join(sorted(LIBRARY))}; docs/actions.md says how to "
+                                 f"add one)", tok)
+            if sig.name in spec.actions:
+                raise self.error(f"action '{tok}' is declared twice", tok)
+            spec.actions[sig.name] = sig
+
+    def _default(self, spec: Spec, args: list, node) -> tuple:
+        """`@default_action("fwd(1)")`: the action list, parsed and typed as a rule's."""
+        from compiler.rule_syntax import Parser, tokenize
+        from compiler.rule_typing import RuleTyper
+        if len(args) != 1 or args[0].data != "string_arg":
+            raise self.error('default_action takes an action list in quotes: '
+                             'default_action("fwd(1)")', node)
+        tok = args[0].children[0]
+        text = str(tok)[1:-1]
+        typer = RuleTyper(spec, self.source)
+        tokens = tokenize(text, tok.line, tok.column + 1, self.source)
+        if not tokens:
+            raise self.error("default_action: an empty action list", tok)
+        parser = Parser(tokens, typer)
+        port_toks, updates, call = parser.action()
+        if updates:
+            raise typer.error("a default action updates no state", updates[0].name)
+        verdict = None
+        if call is not None:
+            if call.priority is not None:
+                raise typer.error("a default action has no priority: it is taken only when no "
+                                  "rule gives anything", call.priority)
+            if call.name.value == "drop" and port_toks:
+                raise typer.error("drop discards the packet: it names no fwd(...)",
+                                  call.name)
+            verdict = typer.verdict(call, call.args, None)
+        return frozenset(typer.port(t) for t in port_toks), verdict
 
     def _state(self, spec: Spec, ann: str, args: list, node, ascii_fields: set[str]) -> StateVar:
         """One state declaration, checked (docs/stateful.md, "Declaring state")."""
