@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from compiler.spec import QueryField, StateVar
+from compiler.spec import QueryField, StateVar, dns_name_text
 
 OPS = ("==", "!=", "<", "<=", ">", ">=")
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
@@ -35,6 +35,8 @@ class Atom:
         if self.prefix_len is not None:
             value = f"{_dotted(self.value)}/{self.prefix_len}" if self.field.width == 32 \
                 else f"{self.value}/{self.prefix_len}"
+        elif self.field.dns_name:
+            value = '"' + dns_name_text(self.value, self.field.width // 8) + '"'
         elif self.field.ascii:
             value = '"' + self.value.to_bytes(self.field.width // 8, "big").decode(
                 "ascii", "replace").rstrip(" ") + '"'

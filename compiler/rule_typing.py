@@ -310,6 +310,11 @@ class RuleTyper:
                 raise self.error(f"unknown field '{text}' (a constant with a '.' must be quoted)",
                                  tok)
             chars = text[1:-1] if tok.type == "STRING" else text
+            if field.dns_name:
+                try:
+                    return field.encode(chars), None
+                except ValueError as exc:
+                    raise self.error(str(exc), tok) from None
             if field.width % 8:
                 raise self.error(f"a string needs a field of whole bytes; '{field.qname}' has "
                                  f"{field.width} bits", tok)

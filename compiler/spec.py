@@ -9,6 +9,8 @@ annotations. The annotations (each also accepted as `@pragma name(...)` and `#pr
   ascii(h.f)                f holds left-justified, space-padded ASCII (as ITCH pads)
   udp_port(N)               UDP destination port that carries the application (default 1234)
   framing(single)           one message right after the UDP header (the default)
+  framing(dns)              a DNS query: the DNS header, then the question with its name's
+                            wire form in a fixed-width field (docs/actions.md, "DNS")
   framing(moldudp64, h)     header h is a MoldUDP64 packet header; the other headers form each
                             message block
   message_type(h.f, v, ...) only messages whose h.f is one of the values are subscription
@@ -92,6 +94,7 @@ class QueryField:
     bit_offset: int  # from the start of the message
     kind: str  # declared match kind: "range" | "exact" | "lpm"
     ascii: bool = False
+    dns_name: bool = False  # framing(dns)'s name field: constants are DNS names
 
     @property
     def max_value(self) -> int:
@@ -112,6 +115,8 @@ class QueryField:
         """A field value from an integer or (space-padded, as ITCH pads) ASCII text."""
         if isinstance(value, bool):
             raise ValueError(f"{self.qname}: expected an integer or a string, not {value!r}")
+        if self.dns_name and isinstance(value, (str, bytes)):
+            return dns_name_value(value, self.width // 8, self.qname)
         if isinstance(value, str):
             value = value.encode("ascii")
         if isinstance(value, bytes):
@@ -125,9 +130,41 @@ class QueryField:
 
     def decode(self, value: int) -> int | str:
         """The inverse of encode for display: text for ascii fields, else the integer."""
+        if self.dns_name:
+            return dns_name_text(value, self.width // 8)
         if self.ascii and self.width % 8 == 0:
             return value.to_bytes(self.width // 8, "big").decode("ascii", "replace").rstrip(" ")
         return value
+
+
+def dns_name_value(name: str | bytes, size: int, qname: str = "the name field") -> int:
+    """A DNS name's wire form (each label's length byte then its bytes, then the root's
+    zero byte), zero-padded to `size` bytes, as an integer (framing(dns)'s name field).
+    A final '.' is allowed; ValueError for an empty label, one over 63 bytes, non-ASCII,
+    or a wire form longer than `size` bytes."""
+    if isinstance(name, bytes):
+        name = name.decode("ascii")
+    if not name.isascii():
+        raise ValueError(f"DNS name {name!r} is not ASCII")
+    text = name[:-1] if name.endswith(".") and name != "." else name
+    labels = [] if text in ("", ".") else text.split(".")
+    if any(not 1 <= len(label) <= 63 for label in labels):
+        raise ValueError(f"DNS name {name!r}: every label is 1..63 characters")
+    wire = b"".join(bytes([len(label)]) + label.encode() for label in labels) + b"\0"
+    if len(wire) > size:
+        raise ValueError(f"DNS name {name!r} takes {len(wire)} bytes on the wire; {qname} "
+                         f"holds {size} (longer names go to the default action)")
+    return int.from_bytes(wire.ljust(size, b"\0"), "big")
+
+
+def dns_name_text(value: int, size: int) -> str:
+    """The name a name field's value holds (for display; '?' marks what is no name)."""
+    wire, labels, pos = value.to_bytes(size, "big"), [], 0
+    while pos < size and wire[pos]:
+        n = wire[pos]
+        labels.append(wire[pos + 1:pos + 1 + n].decode("ascii", "replace"))
+        pos += 1 + n
+    return ".".join(labels) + ("" if pos < size else "?") if labels else "."
 
 
 @dataclass(frozen=True, eq=False)
@@ -358,13 +395,15 @@ class _SpecBuilder:
             if h.bits % 8:
                 raise self.error(f"header '{h.name}' is {h.bits} bits, not a whole number of "
                                  f"bytes", self.header_nodes[h.name])
+        dns_name = self._dns_layout(spec) if spec.framing == "dns" else None
         for qname, (kind, node) in kinds.items():
             if spec.packet_header and qname.startswith(spec.packet_header.name + "."):
                 raise self.error(f"'{qname}' is in the framing header; only message fields can "
                                  f"be query fields", node)
             f = self.fields[qname]
             spec.query_fields[qname] = QueryField(qname, f.width, spec.message_offset(qname),
-                                                  kind, qname in ascii_fields)
+                                                  kind, qname in ascii_fields,
+                                                  qname == dns_name)
         if spec.message_type_field and spec.packet_header and \
                 spec.message_type_field.startswith(spec.packet_header.name + "."):
             raise SpecError("message_type must name a message field, not a framing field",
@@ -589,12 +628,33 @@ class _SpecBuilder:
             raise self.error(f"{ann} takes {count} number{'s' if count > 1 else ''}", node)
         return [int(str(a.children[0]).replace("_", ""), 0) for a in args]
 
+    def _dns_layout(self, spec: Spec) -> str:
+        """framing(dns): the message headers are the DNS header (96 bits) and the question,
+        a name of whole bytes (at most 64 bits) then 16-bit type and class; the name's
+        header.field, whose constants are then DNS names."""
+        hs = spec.message_headers
+        node = self.framing_node
+        if len(hs) != 2 or hs[0].bits != 96:
+            raise self.error("framing(dns): the spec declares two headers, the 96-bit DNS "
+                             "header then the question", node)
+        q = hs[1].fields
+        if len(q) != 3 or q[0].width % 8 or q[0].width > MAX_QUERY_WIDTH or \
+                [f.width for f in q[1:]] != [16, 16]:
+            raise self.error(f"framing(dns): the question header '{hs[1].name}' is a name of "
+                             f"1..{MAX_QUERY_WIDTH // 8} whole bytes, then a 16-bit type and a "
+                             f"16-bit class", node)
+        return q[0].qname
+
     def _framing(self, spec: Spec, args: list, node) -> None:
         names = [str(a.children[0]) for a in args if a.data == "name_arg"]
         if len(names) != len(args) or not names:
-            raise self.error("framing takes 'single' or 'moldudp64, <header>'", node)
+            raise self.error("framing takes 'single', 'dns' or 'moldudp64, <header>'", node)
         if names[0] == "single" and len(names) == 1:
             spec.framing, spec.packet_header = "single", None
+            return
+        if names[0] == "dns" and len(names) == 1:
+            spec.framing, spec.packet_header = "dns", None
+            self.framing_node = node
             return
         if names[0] == "moldudp64" and len(names) == 2:
             header = self.headers.get(names[1])
@@ -607,4 +667,4 @@ class _SpecBuilder:
             spec.framing = "moldudp64"
             spec.packet_header = [h for h in spec.headers if h.name == header.name][0]
             return
-        raise self.error("framing takes 'single' or 'moldudp64, <header>'", node)
+        raise self.error("framing takes 'single', 'dns' or 'moldudp64, <header>'", node)
