@@ -102,6 +102,10 @@ def cmd_compile(args) -> int:
             raise CamusError("--p4: the P4 program does not run state yet (issue 25; "
                              "docs/pipeline-ir.md, \"State\", is what it will implement); "
                              "compile without --p4")
+        if args.p4 and any(a.uses_actions for a in c.pipeline.applications):
+            raise CamusError("--p4: the P4 program does not run actions beyond fwd, default "
+                             "actions or DNS framing yet (camus_ir 5; docs/actions.md, "
+                             "\"Targets\", says what it needs); compile without --p4")
     except CamusError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
