@@ -457,6 +457,13 @@ class _SpecBuilder:
 
     def _default(self, spec: Spec, args: list, node) -> tuple:
         """`@default_action("fwd(1)")`: the action list, parsed and typed as a rule's."""
+        from compiler.errors import RuleError
+        try:
+            return self._default_list(spec, args, node)
+        except RuleError as exc:  # the action list is the spec's: a spec error, same place
+            raise SpecError(exc.message, exc.line, exc.column, self.source) from None
+
+    def _default_list(self, spec: Spec, args: list, node) -> tuple:
         from compiler.rule_syntax import Parser, tokenize
         from compiler.rule_typing import RuleTyper
         if len(args) != 1 or args[0].data != "string_arg":
