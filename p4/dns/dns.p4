@@ -1,7 +1,8 @@
 // camus application spec: a DNS cache answered by the switch (the paper's DNS resolver,
 // §V-5). A rule per cached name answers its queries from the switch:
 //   name == "h105" : answerDNS(10.0.0.105)
-// and a query no rule answers goes to the DNS server behind port 1 (the default action).
+// and a query no rule answers goes to the DNS server behind port 1 (the default action);
+// `drop` is declared too (`qtype == 255 : drop` refuses ANY queries at the switch).
 //
 // framing(dns) reads a query (QR 0, opcode 0, one question) into a fixed-width message: the
 // 12-byte DNS header, then the question with its name's wire form (each label's length byte
@@ -32,5 +33,5 @@ header question {
 @pragma framing(dns)
 @pragma query_field_exact(question.name)
 @pragma query_field_exact(question.qtype)
-@pragma action(answerDNS)
+@pragma action(answerDNS, drop)
 @pragma default_action("fwd(1)")

@@ -5,6 +5,7 @@ dnspython and scapy read them (checksums included). The native switch refuses IR
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +33,9 @@ from switch.reference import ReferenceDataPlane  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DNS_SPEC = (ROOT / "p4" / "dns" / "dns.p4").read_text()
-WITH_DROP = DNS_SPEC + "@pragma action(drop)\n"
-NO_DEFAULT = WITH_DROP.replace('@pragma default_action("fwd(1)")', "")
+WITH_DROP = DNS_SPEC  # dns.p4 declares answerDNS and drop
+NO_DEFAULT = DNS_SPEC.replace('@pragma default_action("fwd(1)")', "")
+assert NO_DEFAULT != DNS_SPEC
 IN_PORT, ROUTE_PORT = 20, 30
 NAMES = ["h1", "h105", "H105", "h7", "ab.cd", "a.b.c", "h1.lan", "toolong", "h1.example"]
 QTYPES = ["A", "AAAA", "MX", "ANY"]
@@ -173,3 +175,22 @@ def test_camus_compile_p4_refuses_ir_5(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode != 0
     assert "--p4: the P4 program does not run actions beyond fwd" in run.stderr
+
+
+def test_camus_eval_prints_ports_and_verdict(tmp_path):
+    rules = tmp_path / "dns.rules"
+    rules.write_text('name == "h105" : answerDNS(10.0.0.105)\nqtype == 28 : drop\n')
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "camus", "compile", str(ROOT / "p4/dns/dns.p4"),
+                    str(rules), "--out", str(out)], check=True, capture_output=True, cwd=ROOT,
+                   timeout=120)
+    run = subprocess.run([sys.executable, "-m", "camus", "eval", "--pipeline", str(out)],
+                         input='{"name": "h105", "qtype": 1}\n{"name": "h106", "qtype": 1}\n'
+                               '{"name": "h105", "qtype": 28}\n',
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert [json.loads(line) for line in run.stdout.splitlines()] == [
+        {"ports": [], "verdict": {"action": "answerDNS", "args": [0x0A000069]}},
+        {"ports": [1], "verdict": None},  # the default action: the server's port
+        {"ports": [], "verdict": {"action": "drop", "args": []}},  # drop ranks first
+    ]
