@@ -12,14 +12,33 @@ Of the verdicts of the rules a packet matches, the one `rank` puts first is take
 highest `priority(N)` (default 0); at equal priority `drop`, then the smallest (name,
 arguments). The order depends on the rules' meaning only, never on their order in a file,
 so an incremental change compiles to the same entries as a full compile.
+
+A leaf module (it imports nothing of camus): `compiler.spec` reads `@action` and
+`@default_action` with it, below the rule language.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.ast import Verdict
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a rule does beyond `fwd`: `drop`, or an action its spec declares with its typed
+    arguments (`answerDNS(10.0.0.105)`: args (0x0a000069,)), at a priority (`priority(N)`,
+    default 0). Of the verdicts of the rules a packet matches, one is taken
+    (`compiler.actions.rank`; docs/actions.md)."""
+
+    name: str
+    args: tuple[int, ...] = ()
+    priority: int = 0
+
+    def __str__(self) -> str:
+        call = self.name if self.name == "drop" else \
+            f"{self.name}({', '.join(map(str, self.args))})"
+        return call if not self.priority else f"{call}, priority({self.priority})"
+
+MAX_PORT = 511  # fwd(...) names ports 1..511
 # An argument's type: its width in bits, and whether a dotted IPv4 address may spell it.
 TYPES = {"ipv4": 32, "port": 9, "u8": 8, "u16": 16, "u32": 32}
 MAX_PRIORITY = (1 << 16) - 1
@@ -47,12 +66,6 @@ LIBRARY = {s.name: s for s in (
 )}
 
 
-def rank(v: Verdict) -> tuple:
-    """Sort key of verdicts: the first one is taken (highest priority, then drop, then the
-    smallest name and arguments)."""
-    return (-v.priority, v.name != DROP, v.name, v.args)
-
-
 def argument(ptype: str, tok, error) -> int:
     """The value of argument token `tok` (INT, HEX or IPV4) as a `ptype`; `error(msg, tok)`
     makes the exception to raise."""
@@ -76,3 +89,9 @@ def argument(ptype: str, tok, error) -> int:
     if value >= 1 << width:
         raise error(f"{text} does not fit a {ptype} ({width} bits)", tok)
     return value
+
+
+def rank(v: Verdict) -> tuple:
+    """Sort key of verdicts: the first one is taken (highest priority, then drop, then the
+    smallest name and arguments)."""
+    return (-v.priority, v.name != DROP, v.name, v.args)

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from compiler.actions import MAX_PORT, Verdict  # noqa: F401  (rules hold a Verdict)
 from compiler.spec import QueryField, StateVar, dns_name_text
 
 OPS = ("==", "!=", "<", "<=", ">", ">=")
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
-MAX_PORT = 511
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,23 +79,6 @@ class Const:
 
 
 Filter = Union[Atom, StateAtom, And, Or, Not, Const]
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What a rule does beyond `fwd`: `drop`, or an action its spec declares with its typed
-    arguments (`answerDNS(10.0.0.105)`: args (0x0a000069,)), at a priority (`priority(N)`,
-    default 0). Of the verdicts of the rules a packet matches, one is taken
-    (`compiler.actions.resolve`; docs/actions.md)."""
-
-    name: str
-    args: tuple[int, ...] = ()
-    priority: int = 0
-
-    def __str__(self) -> str:
-        call = self.name if self.name == "drop" else \
-            f"{self.name}({', '.join(map(str, self.args))})"
-        return call if not self.priority else f"{call}, priority({self.priority})"
 
 
 @dataclass(frozen=True, slots=True)

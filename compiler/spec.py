@@ -34,11 +34,14 @@ Field widths come from the header declarations, never from annotations.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import lark
 
+from compiler.actions import DROP, LIBRARY, MAX_PORT, Verdict, argument
 from compiler.errors import SpecError
 
 DEFAULT_UDP_PORT = 1234
@@ -321,6 +324,24 @@ def _describe(terminal: str) -> str:
                                                                                      terminal)
 
 
+# The tokens of a default action list (compiler.rule_syntax's, for the part after ':').
+_ACTION_LEXER = re.compile(r"""
+    (?P<SPACE>[ \t]+)
+  | (?P<IPV4>[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?:/[0-9]+)?)
+  | (?P<HEX>0[xX][0-9a-fA-F]+(?:/[0-9]+)?)
+  | (?P<INT>[0-9]+(?:/[0-9]+)?)
+  | (?P<NAME>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<PUNCT>[(),])
+""", re.VERBOSE)
+
+
+class _Tok(NamedTuple):
+    type: str
+    value: str
+    line: int
+    column: int
+
+
 class _SpecBuilder:
     def __init__(self, name: str, source: str | None):
         self.name = name
@@ -440,7 +461,6 @@ class _SpecBuilder:
 
     def _actions(self, spec: Spec, args: list, node) -> None:
         """`@action(name, ...)`: library actions the application's rules may name."""
-        from compiler.actions import LIBRARY
         if not args or any(a.data != "name_arg" for a in args):
             raise self.error("action takes the names of actions: action(answerDNS)", node)
         self.action_nodes.append(node)
@@ -456,39 +476,111 @@ class _SpecBuilder:
             spec.actions[sig.name] = sig
 
     def _default(self, spec: Spec, args: list, node) -> tuple:
-        """`@default_action("fwd(1)")`: the action list, parsed and typed as a rule's."""
-        from compiler.errors import RuleError
-        try:
-            return self._default_list(spec, args, node)
-        except RuleError as exc:  # the action list is the spec's: a spec error, same place
-            raise SpecError(exc.message, exc.line, exc.column, self.source) from None
-
-    def _default_list(self, spec: Spec, args: list, node) -> tuple:
-        from compiler.rule_syntax import Parser, tokenize
-        from compiler.rule_typing import RuleTyper
+        """`@default_action("fwd(1)")`: (ports, verdict or None), the action list read and
+        typed as a rule's (compiler.rule_syntax's grammar for actions, without update
+        actions and priority; errors point into the string)."""
         if len(args) != 1 or args[0].data != "string_arg":
             raise self.error('default_action takes an action list in quotes: '
                              'default_action("fwd(1)")', node)
         tok = args[0].children[0]
-        text = str(tok)[1:-1]
-        typer = RuleTyper(spec, self.source)
-        tokens = tokenize(text, tok.line, tok.column + 1, self.source)
+        tokens = self._action_tokens(str(tok)[1:-1], tok.line, tok.column + 1)
         if not tokens:
             raise self.error("default_action: an empty action list", tok)
-        parser = Parser(tokens, typer)
-        port_toks, updates, call = parser.action()
-        if updates:
-            raise typer.error("a default action updates no state", updates[0].name)
-        verdict = None
-        if call is not None:
-            if call.priority is not None:
-                raise typer.error("a default action has no priority: it is taken only when no "
-                                  "rule gives anything", call.priority)
-            if call.name.value == "drop" and port_toks:
-                raise typer.error("drop discards the packet: it names no fwd(...)",
-                                  call.name)
-            verdict = typer.verdict(call, call.args, None)
-        return frozenset(typer.port(t) for t in port_toks), verdict
+        end = (None, "", tokens[-1][2], tokens[-1][3] + len(tokens[-1][1]))
+        pos = 0
+
+        def peek():
+            return tokens[pos] if pos < len(tokens) else end
+
+        def fail(expected):
+            t = peek()
+            got = "the end of the list" if t[0] is None else repr(t[1])
+            raise SpecError(f"unexpected {got}; expected {expected}", t[2], t[3], self.source)
+
+        def take(kind=None, value=None, expected=""):
+            nonlocal pos
+            t = peek()
+            if (kind and t[0] != kind) or (value and t[1] != value):
+                fail(expected or repr(value))
+            pos += 1
+            return t
+
+        def arguments():
+            out = [take()]  # `(`
+            while peek()[1] != ")":
+                if len(out) > 1:
+                    take("PUNCT", ",", "',' or ')'")
+                t = peek()
+                if t[0] not in ("INT", "HEX", "IPV4"):
+                    fail("a number or an IPv4 address")
+                out.append(take())
+            take("PUNCT", ")")
+            return [t for t in out[1:] if t[1] != ","]
+
+        ports, verdict, said = None, None, None
+        while True:
+            name = take("NAME", expected="an action: fwd(port, ...), drop or a declared one")
+            word = name[1]
+            if word == "fwd":
+                if ports is not None:
+                    raise SpecError("fwd(...) is given twice", name[2], name[3], self.source)
+                if peek()[1] != "(":
+                    fail("'('")
+                ports = [self._port(t) for t in arguments()]
+                if not ports:
+                    raise SpecError("fwd() names no port", name[2], name[3], self.source)
+            elif word in ("priority", "count", "meter", "avg"):
+                raise SpecError(f"a default action takes no {word}(...): it is taken only when "
+                                f"no rule gives anything", name[2], name[3], self.source)
+            else:
+                sig = spec.actions.get(word)
+                if sig is None:
+                    known = ", ".join(sorted(spec.actions)) or "none"
+                    raise SpecError(f"unknown action '{word}' (fwd, and the actions this spec "
+                                    f"declares: {known})", name[2], name[3], self.source)
+                if verdict is not None:
+                    raise SpecError(f"one action besides fwd; '{verdict.name}' is given "
+                                    f"already", name[2], name[3], self.source)
+                vals = arguments() if peek()[1] == "(" else []
+                if len(vals) != len(sig.params):
+                    raise SpecError(f"{word} takes {len(sig.params)} argument(s): "
+                                    f"{sig.usage()}", name[2], name[3], self.source)
+                said = name
+                verdict = Verdict(word, tuple(
+                    argument(t, _Tok(*v), self._token_error)
+                    for (_, t), v in zip(sig.params, vals)))
+            if peek()[0] is None:
+                break
+            take("PUNCT", ",", "',' and another action, or the end of the list")
+        if verdict is not None and verdict.name == DROP and ports:
+            raise SpecError("drop discards the packet: it names no fwd(...)", said[2], said[3],
+                            self.source)
+        return frozenset(ports or ()), verdict
+
+    def _token_error(self, message: str, tok) -> SpecError:
+        return SpecError(message, tok.line, tok.column, self.source)
+
+    def _port(self, t) -> int:
+        if t[0] not in ("INT", "HEX") or "/" in t[1]:
+            raise SpecError(f"expected a port number, not {t[1]!r}", t[2], t[3], self.source)
+        value = int(t[1], 16 if t[0] == "HEX" else 10) if len(t[1]) < 8 else MAX_PORT + 1
+        if not 1 <= value <= MAX_PORT:
+            raise SpecError(f"port {t[1]} is out of range (1..{MAX_PORT})", t[2], t[3],
+                            self.source)
+        return value
+
+    def _action_tokens(self, text: str, line: int, column: int) -> list[tuple]:
+        """(type, text, line, column) of each token of an action list."""
+        out, pos = [], 0
+        while pos < len(text):
+            m = _ACTION_LEXER.match(text, pos)
+            if m is None:
+                raise SpecError(f"unexpected character {text[pos]!r}", line, column + pos,
+                                self.source)
+            if m.lastgroup != "SPACE":
+                out.append((m.lastgroup, m.group(), line, column + pos))
+            pos = m.end()
+        return out
 
     def _state(self, spec: Spec, ann: str, args: list, node, ascii_fields: set[str]) -> StateVar:
         """One state declaration, checked (docs/stateful.md, "Declaring state")."""
