@@ -241,3 +241,13 @@ def test_pipeline_json_refuses_bad_actions():
 def test_the_incremental_compiler_refuses_actions():
     with pytest.raises(CamusError, match="incremental compiler does not handle"):
         Incremental(parse_spec(SPEC))
+
+
+def test_approximation_refuses_rules_with_verdicts():
+    from compiler.approximate import approximate_rules
+    spec = parse_spec(SPEC)
+    rules = parse_rules("a == 1 : fwd(1)\na > 7 : drop", spec)
+    with pytest.raises(CamusError, match="approximation widens filters") as info:
+        approximate_rules(rules, 2)
+    assert info.value.line == 2
+    assert approximate_rules(rules, 1) == rules
