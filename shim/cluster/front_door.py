@@ -740,6 +740,12 @@ async def _serve_client(door: FrontDoor, reader: asyncio.StreamReader,
     answers: asyncio.Queue = asyncio.Queue()
 
     async def write_answers() -> None:
+        try:
+            await answer_in_order()
+        finally:  # however it ends, the connection ends: the reader sees it closed
+            writer.close()
+
+    async def answer_in_order() -> None:
         # Answers leave in request order; one whose broker connection broke closes the
         # client's connection (its outcome is unknown, as if the broker had died under it).
         while True:
