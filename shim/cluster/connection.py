@@ -341,6 +341,9 @@ class BrokerConnection:
             _, future = self._waiting.popleft()
             if not future.done():
                 future.set_exception(self.failure)
+                # Whoever awaits it gets the failure; nobody may (its client left first),
+                # and then asyncio need not log it.
+                future.exception()
         if self._reading is not None and self._reading is not asyncio.current_task():
             self._reading.cancel()
 

@@ -1,0 +1,170 @@
+"""The front door in front of a three-broker Apache Kafka cluster, where a request's
+partitions, groups and transactional ids belong to different brokers: camus splits each
+request by owner and merges the answers, and a broker killed with -9 under an idempotent
+producer costs no record and duplicates none.
+
+The cluster is tests/cluster/kafka_cluster.py's (three KRaft nodes, replication factor 3,
+min.insync.replicas 2); these tests skip where it cannot run (no java, no Kafka jars).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import front_door, unique
+
+kafka_cluster = pytest.importorskip(
+    "tests.cluster.kafka_cluster", reason="needs tests/cluster/kafka_cluster.py (issue 27's cluster tests)")
+QUIET = {"log_level": 0}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = kafka_cluster.missing()
+    if why:
+        pytest.skip(why)
+    c = kafka_cluster.KafkaCluster(tmp_path_factory.mktemp("three-brokers"))
+    try:
+        c.start()
+    except BaseException:
+        c.close()
+        raise
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def door(cluster):
+    s = front_door(cluster.bootstrap)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def whole(cluster):
+    """The cluster with every node running (a test may have killed one)."""
+    for n in cluster.nodes:
+        if not n.alive():
+            cluster.restart(n.node_id)
+    return cluster
+
+
+def _topic(cluster, partitions: int = 6) -> str:
+    """A topic whose partitions' leaders are on every broker."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    name = unique("spread")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_alive(), **QUIET})
+    admin.create_topics([NewTopic(name, partitions, 3)])[name].result(60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(name, timeout=10).topics[name]
+        if len(md.partitions) == partitions and all(p.leader >= 0 for p in md.partitions.values()):
+            leaders = {p.leader for p in md.partitions.values()}
+            assert len(leaders) == len(cluster.nodes), leaders
+            return name
+        time.sleep(0.2)
+    raise AssertionError(f"{name}: partitions without leaders")
+
+
+def _consume(bootstrap: str, topic: str, count: int, group: str | None = None,
+             timeout: float = 60) -> list[tuple[int, int, bytes]]:
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or unique("g"),
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, **QUIET})
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append((m.partition(), m.offset(), m.value()))
+    if group:
+        c.commit(asynchronous=False)
+    c.close()
+    return sorted(got)
+
+
+def test_requests_split_by_leader_and_coordinator(whole, door):
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    topic = _topic(whole)
+    p = Producer({"bootstrap.servers": door.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 20, **QUIET})
+    acked = []
+    for i in range(600):  # one Produce request carries partitions of all three leaders
+        p.produce(topic, f"v{i}".encode(), key=str(i).encode(),
+                  on_delivery=lambda err, msg: acked.append((err, msg.partition(), msg.offset())))
+    assert p.flush(60) == 0
+    assert all(err is None for err, _, _ in acked) and len(acked) == 600
+    # One Fetch through camus asks three brokers; a client of the cluster agrees with it.
+    through = _consume(door.bootstrap, topic, 600)
+    direct = _consume(whole.bootstrap, topic, 600)
+    assert through == direct and len(through) == 600
+    assert sorted((pt, off) for pt, off, _ in through) == sorted((pt, off) for _, pt, off in acked)
+    # Watermarks (ListOffsets) per partition, whichever broker leads it.
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": door.bootstrap, "group.id": unique("w"), **QUIET})
+    ends = [c.get_watermark_offsets(TopicPartition(topic, i), timeout=30)[1] for i in range(6)]
+    c.close()
+    assert sum(ends) == 600
+    # Groups whose coordinators differ: listing asks every broker, describing splits.
+    groups = [unique("grp") for _ in range(8)]
+    for g in groups:
+        _consume(door.bootstrap, topic, 600, group=g)
+    admin = AdminClient({"bootstrap.servers": door.bootstrap, **QUIET})
+    listed = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    assert set(groups) <= listed
+    described = {g: f.result(30) for g, f in admin.describe_consumer_groups(groups).items()}
+    assert {d.group_id for d in described.values()} == set(groups)
+    direct_admin = AdminClient({"bootstrap.servers": whole.bootstrap, **QUIET})
+    coordinators = {direct_admin.describe_consumer_groups([g])[g].result(30).coordinator.id
+                    for g in groups}
+    assert len(coordinators) > 1, "the groups landed on one coordinator: nothing was split"
+
+
+def test_transactions_whose_coordinators_differ(whole, door):
+    from confluent_kafka import Producer
+    topic = _topic(whole)
+    for n in range(4):
+        p = Producer({"bootstrap.servers": door.bootstrap, "transactional.id": unique(f"t{n}"), **QUIET})
+        p.init_transactions(60)
+        p.begin_transaction()
+        for i in range(30):
+            p.produce(topic, f"{n}-{i}".encode(), partition=i % 6)
+        p.commit_transaction(60)
+        p.begin_transaction()
+        p.produce(topic, b"aborted", partition=n)
+        p.abort_transaction(60)
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": door.bootstrap, "group.id": unique("rc"),
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed", **QUIET})
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + 60
+    while len(got) < 120 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    assert sorted(got) == sorted(f"{n}-{i}".encode() for n in range(4) for i in range(30))
+
+
+def test_a_broker_killed_under_an_idempotent_producer(whole, door):
+    from confluent_kafka import Producer
+    topic = _topic(whole)
+    p = Producer({"bootstrap.servers": door.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "message.timeout.ms": 120000, **QUIET})
+    acked, failed = [], []
+
+    def report(err, msg):
+        (failed if err else acked).append(err or msg.value())
+    for i in range(3000):
+        p.produce(topic, f"r{i}".encode(), on_delivery=report)
+        if i == 1000:
+            p.flush(60)
+            whole.node(2).kill()  # kill -9: its partitions' leadership moves to the others
+        p.poll(0)
+    assert p.flush(120) == 0
+    assert failed == [] and len(acked) == 3000
+    values = [v for _, _, v in _consume(door.bootstrap, topic, 3000, timeout=90)]
+    assert sorted(values) == sorted(f"r{i}".encode() for i in range(3000))  # each exactly once
