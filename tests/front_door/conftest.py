@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 
 import pytest
 
@@ -46,3 +47,29 @@ def read_frame(s: socket.socket) -> bytes | None:
             return None
         data += chunk
     return data
+
+
+QUIET = {"log_level": 0}  # librdkafka's own log lines would bury pytest's output
+
+
+def consume(conf: dict, topic: str, count: int, timeout: float = 30, group: str | None = None,
+            **extra) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of the first `count` records of `topic` a confluent-kafka
+    consumer in a group of its own (or in `group`, then committing) gets, sorted."""
+    from confluent_kafka import Consumer
+    c = Consumer({"group.id": group or unique("g"), "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, **QUIET, **conf, **extra})
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append((m.partition(), m.offset(), m.value()))
+    if group is not None:
+        c.commit(asynchronous=False)
+    c.close()
+    return sorted(got)
+
+
+def values(records: list[tuple[int, int, bytes]]) -> list[bytes]:
+    return sorted(v for _, _, v in records)

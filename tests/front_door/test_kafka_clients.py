@@ -6,7 +6,6 @@ the cluster finds them."""
 from __future__ import annotations
 
 import socket
-import time
 
 import pytest
 
@@ -15,10 +14,9 @@ from shim.protocol import ErrorCode, build
 from shim.protocol.records import encode_batch, records_now
 from tests.protocol.protocol_helpers import decode_response, encode_request
 
-from .conftest import PEER, read_frame, unique
+from .conftest import PEER, QUIET, consume, read_frame, unique, values
 
 pytestmark = pytest.mark.skipif(not PEER, reason="set KAFKA_PEER=HOST:PORT to an Apache Kafka 4.3.1 broker")
-QUIET = {"log_level": 0}
 
 
 def _create(bootstrap: str, topic: str, partitions: int = 1, **config) -> None:
@@ -27,20 +25,6 @@ def _create(bootstrap: str, topic: str, partitions: int = 1, **config) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1, config={k.replace("_", "."): str(v)
                                                                  for k, v in config.items()})
                          ])[topic].result(30)
-
-
-def _read_all(conf: dict, topic: str, count: int, timeout: float = 30, **extra) -> list:
-    from confluent_kafka import Consumer
-    c = Consumer({"group.id": unique("g"), "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, **QUIET, **conf, **extra})
-    c.subscribe([topic])
-    got, deadline = [], time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append((m.partition(), m.offset(), m.value()))
-    c.close()
-    return sorted(got)
 
 
 def test_metadata_shows_camus_as_the_only_broker(door):
@@ -70,20 +54,10 @@ def test_idempotent_acks_all_produce_and_a_consumer_group(door):
     assert all(err is None for err, _, _ in delivered) and len(delivered) == 300
     # Acknowledged means in the cluster: a client of the cluster reads every record there,
     # at the offsets camus reported.
-    direct = _read_all({"bootstrap.servers": PEER}, topic, 300)
+    direct = consume({"bootstrap.servers": PEER}, topic, 300)
     assert [(pt, off) for pt, off, _ in direct] == sorted((pt, off) for _, pt, off in delivered)
     # A consumer group through camus: its commits are the cluster's.
-    c = Consumer({"bootstrap.servers": door.bootstrap, "group.id": group,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, **QUIET})
-    c.subscribe([topic])
-    got, deadline = 0, time.monotonic() + 30
-    while got < 300 and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got += 1
-    assert got == 300
-    c.commit(asynchronous=False)
-    c.close()
+    assert len(consume({"bootstrap.servers": door.bootstrap}, topic, 300, group=group)) == 300
     # A client of the cluster sees the group's commits there.
     direct = Consumer({"bootstrap.servers": PEER, "group.id": group, **QUIET})
     committed = direct.committed([TopicPartition(topic, i) for i in range(3)], 30)
@@ -113,12 +87,27 @@ def test_transactions_commit_abort_and_offsets_in_the_transaction(door):
     assert [tp.offset for tp in c.committed([TopicPartition(source, 0)], 30)] == [7]
     c.close()
     for bootstrap in (door.bootstrap, PEER):  # through camus, and straight from the cluster
-        committed = _read_all({"bootstrap.servers": bootstrap}, topic, 10,
+        committed = consume({"bootstrap.servers": bootstrap}, topic, 10,
                               **{"isolation.level": "read_committed"})
-        assert sorted(v for _, _, v in committed) == sorted(f"c{i}".encode() for i in range(10))
-    uncommitted = _read_all({"bootstrap.servers": door.bootstrap}, topic, 20,
+        assert values(committed) == sorted(f"c{i}".encode() for i in range(10))
+    uncommitted = consume({"bootstrap.servers": door.bootstrap}, topic, 20,
                             **{"isolation.level": "read_uncommitted"})
     assert len(uncommitted) == 20
+
+
+def test_the_consumer_group_protocol_of_kip_848(door):
+    # group.protocol=consumer: ConsumerGroupHeartbeat to the group's coordinator, the
+    # assignment computed by the cluster.
+    from confluent_kafka import Producer
+    topic, group = unique("kip848"), unique("g848")
+    _create(door.bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": door.bootstrap, **QUIET})
+    for i in range(40):
+        p.produce(topic, f"m{i}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    got = consume({"bootstrap.servers": door.bootstrap, "group.protocol": "consumer"}, topic, 40,
+                  group=group)
+    assert values(got) == sorted(f"m{i}".encode() for i in range(40))
 
 
 def test_kafka_python_producers_consumer_group_and_admin(door):

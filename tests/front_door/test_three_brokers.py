@@ -13,11 +13,10 @@ import time
 
 import pytest
 
-from .conftest import front_door, unique
+from .conftest import QUIET, consume, front_door, unique, values
 
 kafka_cluster = pytest.importorskip(
     "tests.cluster.kafka_cluster", reason="needs tests/cluster/kafka_cluster.py (issue 27's cluster tests)")
-QUIET = {"log_level": 0}
 
 
 @pytest.fixture(scope="module")
@@ -68,23 +67,6 @@ def _topic(cluster, partitions: int = 6) -> str:
     raise AssertionError(f"{name}: partitions without leaders")
 
 
-def _consume(bootstrap: str, topic: str, count: int, group: str | None = None,
-             timeout: float = 60) -> list[tuple[int, int, bytes]]:
-    from confluent_kafka import Consumer
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or unique("g"),
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, **QUIET})
-    c.subscribe([topic])
-    got, deadline = [], time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append((m.partition(), m.offset(), m.value()))
-    if group:
-        c.commit(asynchronous=False)
-    c.close()
-    return sorted(got)
-
-
 def test_requests_split_by_leader_and_coordinator(whole, door):
     from confluent_kafka import Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
@@ -98,8 +80,8 @@ def test_requests_split_by_leader_and_coordinator(whole, door):
     assert p.flush(60) == 0
     assert all(err is None for err, _, _ in acked) and len(acked) == 600
     # One Fetch through camus asks three brokers; a client of the cluster agrees with it.
-    through = _consume(door.bootstrap, topic, 600)
-    direct = _consume(whole.bootstrap, topic, 600)
+    through = consume({"bootstrap.servers": door.bootstrap}, topic, 600)
+    direct = consume({"bootstrap.servers": whole.bootstrap}, topic, 600)
     assert through == direct and len(through) == 600
     assert sorted((pt, off) for pt, off, _ in through) == sorted((pt, off) for _, pt, off in acked)
     # Watermarks (ListOffsets) per partition, whichever broker leads it.
@@ -111,7 +93,7 @@ def test_requests_split_by_leader_and_coordinator(whole, door):
     # Groups whose coordinators differ: listing asks every broker, describing splits.
     groups = [unique("grp") for _ in range(8)]
     for g in groups:
-        _consume(door.bootstrap, topic, 600, group=g)
+        consume({"bootstrap.servers": door.bootstrap}, topic, 600, group=g)
     admin = AdminClient({"bootstrap.servers": door.bootstrap, **QUIET})
     listed = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
     assert set(groups) <= listed
@@ -136,17 +118,9 @@ def test_transactions_whose_coordinators_differ(whole, door):
         p.begin_transaction()
         p.produce(topic, b"aborted", partition=n)
         p.abort_transaction(60)
-    from confluent_kafka import Consumer
-    c = Consumer({"bootstrap.servers": door.bootstrap, "group.id": unique("rc"),
-                  "auto.offset.reset": "earliest", "isolation.level": "read_committed", **QUIET})
-    c.subscribe([topic])
-    got, deadline = [], time.monotonic() + 60
-    while len(got) < 120 and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    assert sorted(got) == sorted(f"{n}-{i}".encode() for n in range(4) for i in range(30))
+    got = values(consume({"bootstrap.servers": door.bootstrap}, topic, 120, timeout=60,
+                         **{"isolation.level": "read_committed"}))
+    assert got == sorted(f"{n}-{i}".encode() for n in range(4) for i in range(30))
 
 
 def test_a_broker_killed_under_an_idempotent_producer(whole, door):
@@ -166,5 +140,5 @@ def test_a_broker_killed_under_an_idempotent_producer(whole, door):
         p.poll(0)
     assert p.flush(120) == 0
     assert failed == [] and len(acked) == 3000
-    values = [v for _, _, v in _consume(door.bootstrap, topic, 3000, timeout=90)]
-    assert sorted(values) == sorted(f"r{i}".encode() for i in range(3000))  # each exactly once
+    got = values(consume({"bootstrap.servers": door.bootstrap}, topic, 3000, timeout=90))
+    assert got == sorted(f"r{i}".encode() for i in range(3000))  # each exactly once

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -17,10 +16,7 @@ from tests.broker.conftest import REPO, Server, unique
 from tests.broker.security_helpers import add_user, listener_ports, make_pki
 from tests.protocol.protocol_helpers import decode_response, encode_request
 
-from .conftest import front_door, read_frame
-
-QUIET = {"log_level": 0}
-
+from .conftest import QUIET, consume, front_door, read_frame, values
 
 def _run_front_door(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "camus.cli", "serve", "--listen", "127.0.0.1:0",
@@ -36,19 +32,6 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], **conf) -> list:
         p.produce(topic, v, on_delivery=lambda err, msg: errors.append(err) if err else None)
     p.flush(30)
     return errors
-
-
-def _consume(conf: dict, topic: str, count: int, timeout: float = 30) -> list[bytes]:
-    from confluent_kafka import Consumer
-    c = Consumer({"group.id": unique("g"), "auto.offset.reset": "earliest", **QUIET, **conf})
-    c.subscribe([topic])
-    got, deadline = [], time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return got
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +62,12 @@ def test_sasl_ssl_to_the_cluster(secured, mechanism):
     try:
         topic = unique("sasl")
         assert _produce(door.bootstrap, topic, [b"one", b"two"]) == []
-        assert sorted(_consume({"bootstrap.servers": door.bootstrap}, topic, 2)) == [b"one", b"two"]
+        assert values(consume({"bootstrap.servers": door.bootstrap}, topic, 2)) == [b"one", b"two"]
         # The records are the cluster's: a client of the cluster reads them there.
         direct = {"bootstrap.servers": upstream, "security.protocol": "SASL_SSL",
                   "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "camus",
                   "sasl.password": "front-door-secret", "ssl.ca.location": str(secured.dir / "ca.pem")}
-        assert sorted(_consume(direct, topic, 2)) == [b"one", b"two"]
+        assert values(consume(direct, topic, 2)) == [b"one", b"two"]
     finally:
         door.stop()
 
@@ -160,7 +143,7 @@ def test_a_cluster_that_goes_down_gives_retriable_errors_then_serves_again(tmp_p
         assert errors == []  # not yet delivered, not failed either
         upstream = Server(data, ["--listen", f"127.0.0.1:{port}"])
         assert p.flush(60) == 0 and errors == [None]
-        assert sorted(_consume({"bootstrap.servers": door.bootstrap}, topic, 2)) == [b"before", b"during"]
+        assert values(consume({"bootstrap.servers": door.bootstrap}, topic, 2)) == [b"before", b"during"]
         assert door.proc.poll() is None
     finally:
         door.stop()
