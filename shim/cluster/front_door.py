@@ -102,6 +102,17 @@ class FrontDoorError(Exception):
     """camus cannot stand in front of the cluster (unreachable, refused, too old)."""
 
 
+def _replace(item: Any, **changes: Any) -> Any:
+    """`dataclasses.replace` with only the fields this version has (Metadata v0 has no
+    controller_id, DescribeGroups v0 no throttle_time, ...)."""
+    names = {f.name for f in dataclasses.fields(item)}
+    return dataclasses.replace(item, **{k: v for k, v in changes.items() if k in names})
+
+
+def _throttle(answers: list[Any]) -> Any:
+    return max((a.throttle_time for a in answers if hasattr(a, "throttle_time")), default=None)
+
+
 def _topic_name(item: Any) -> str | None:
     name = getattr(item, "name", None)
     return getattr(item, "topic", None) if name is None else name
@@ -162,7 +173,6 @@ class FrontDoor:
         self._control: dict[Any, BrokerConnection] = {}  # node id or (host, port) -> connection
         self._metadata_version = 12
         self._find_version = 3
-        self._refreshing: asyncio.Task | None = None
 
     # --- startup ----------------------------------------------------------------------
 
@@ -234,6 +244,10 @@ class FrontDoor:
             except BrokerUnavailable as exc:
                 problems.append(str(exc))
                 continue
+            other = self._control.get(key)
+            if other is not None and other.usable:  # another client's request opened one meanwhile
+                conn.close()
+                return other
             self._control[key] = conn
             return conn
         raise BrokerUnavailable("; ".join(problems) or "no broker known")
@@ -434,8 +448,8 @@ class ClientSession:
         topics = tuple(dataclasses.replace(t, partitions=tuple(
             dataclasses.replace(p, leader_id=self.door.node_id) if p.leader_id >= 0 else p
             for p in t.partitions)) for t in body.topics)
-        return dataclasses.replace(body, topics=topics, controller_id=self.door.node_id,
-                                   brokers=(build(_element(body, "brokers"), self._camus_broker()),))
+        return _replace(body, topics=topics, controller_id=self.door.node_id,
+                        brokers=(build(_element(body, "brokers"), self._camus_broker()),))
 
     def _rewrite_coordinator(self, request) -> Callable[[Any], Any]:
         return lambda body: self._coordinator_answer(request, body)
@@ -460,8 +474,8 @@ class ClientSession:
         return dataclasses.replace(body, node_id=camus["node_id"], host=camus["host"], port=camus["port"])
 
     def _rewrite_cluster(self, body: Any) -> Any:
-        return dataclasses.replace(body, controller_id=self.door.node_id,
-                                   brokers=(build(_element(body, "brokers"), self._camus_broker()),))
+        return _replace(body, controller_id=self.door.node_id,
+                        brokers=(build(_element(body, "brokers"), self._camus_broker()),))
 
     def _rewrite_topic_partitions(self, body: Any) -> Any:
         return dataclasses.replace(body, topics=tuple(dataclasses.replace(t, partitions=tuple(
@@ -474,12 +488,15 @@ class ClientSession:
         key, body, state = request.api_key, request.body, self.door.state
         topics_f, parts_f, index_f, resp_topics, resp_parts = PARTITIONED[key]
         topics = getattr(body, topics_f)
-        unknown = {state.name_of(t) or t for t in topics
+        unknown = {state.name_of(t) for t in topics
                    if any((state.name_of(t), i) not in state.leaders
                           for i in _partition_indexes(t, parts_f, index_f))}
-        if unknown and all(isinstance(t, str) for t in unknown) and \
-                time.monotonic() - state.refreshed > 0.1:
-            await self.door.refresh_metadata(sorted(unknown))
+        # Ask the cluster before routing to a fallback broker, at most every 100 ms (a
+        # client producing to a topic that does not exist must not make camus ask per
+        # request). A topic named by an id camus has not seen (Produce v13, Fetch v13+,
+        # after camus restarted) can only be found by asking about every topic.
+        if unknown and time.monotonic() - state.refreshed > 0.1:
+            await self.door.refresh_metadata(None if None in unknown else sorted(unknown))
         plan: dict[int | None, list[Any]] = {}
         for t in topics:
             name = state.name_of(t)
@@ -558,11 +575,10 @@ class ClientSession:
                     merged[name] = t
                     order.append(name)
         first = answers[0]
-        changes = {resp_topics: tuple(merged[n] for n in order),
-                   "throttle_time": max(a.throttle_time for a in answers)}
-        if hasattr(first, "error_code"):
-            changes["error_code"] = next((a.error_code for a in answers if a.error_code), ErrorCode.none)
-        body = dataclasses.replace(first, **changes)
+        body = _replace(first, **{resp_topics: tuple(merged[n] for n in order)},
+                        throttle_time=_throttle(answers),
+                        error_code=next((a.error_code for a in answers
+                                         if getattr(a, "error_code", 0)), ErrorCode.none))
         rewrite = self._partition_rewriter(request)
         if rewrite is not None:
             body = rewrite(body) or body
@@ -644,9 +660,8 @@ class ClientSession:
             parts.append((code, dataclasses.replace(request.body, **{list_f: (item,)})))
 
         def merge(answers: list[Any]) -> Any:
-            return dataclasses.replace(answers[0], **{
-                resp_f: tuple(x for a in answers for x in getattr(a, resp_f)),
-                "throttle_time": max(a.throttle_time for a in answers)})
+            return _replace(answers[0], **{resp_f: tuple(x for a in answers for x in getattr(a, resp_f))},
+                            throttle_time=_throttle(answers))
         return await self._split(request, parts, merge)
 
     async def _fan_out(self, request, payload: bytes):
@@ -656,13 +671,11 @@ class ClientSession:
         resp_f = FAN_OUT[request.api_key]
 
         def merge(answers: list[Any]) -> Any:
-            changes = {resp_f: tuple(x for a in answers for x in getattr(a, resp_f)),
-                       "throttle_time": max(a.throttle_time for a in answers),
-                       "error_code": next((a.error_code for a in answers if a.error_code),
-                                          ErrorCode.none)}
-            if hasattr(answers[0], "unknown_state_filters"):
-                changes["unknown_state_filters"] = answers[0].unknown_state_filters
-            return dataclasses.replace(answers[0], **changes)
+            # unknown_state_filters (ListTransactions) is the same from every broker: the first's.
+            return _replace(answers[0], **{resp_f: tuple(x for a in answers for x in getattr(a, resp_f))},
+                            throttle_time=_throttle(answers),
+                            error_code=next((a.error_code for a in answers if a.error_code),
+                                            ErrorCode.none))
         return await self._split(request, parts, merge)
 
     # --- views -------------------------------------------------------------------------

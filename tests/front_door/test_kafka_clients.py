@@ -211,3 +211,38 @@ def test_requests_camus_does_not_forward_get_clear_answers(door):
     again = decode_response(18, 3, ask(encode_request(18, 3, build(
         load_request_schema(18, 3), client_software_name="t", client_software_version="1"), 3)))[1]
     assert again.error_code == ErrorCode.none
+
+
+def test_every_version_of_the_answers_that_name_brokers_names_camus(door):
+    """Metadata v0-13, FindCoordinator v0-6 and DescribeCluster v0-2, raw: camus is the only
+    broker, the leader and the coordinator, at every version a client may pick."""
+    topic = unique("versions")
+    _create(door.bootstrap, topic, 2)
+
+    def ask(api_key: int, version: int, **fields):
+        with socket.create_connection(("127.0.0.1", door.port), timeout=20) as s:
+            s.sendall(encode_request(api_key, version, build(load_request_schema(api_key, version),
+                                                             **fields), version))
+            correlation, body, _ = decode_response(api_key, version, read_frame(s))
+        assert correlation == version
+        return body
+
+    camus = [("127.0.0.1", door.port)]
+    for v in range(0, 14):
+        md = ask(3, v, topics=[{"name": topic}], allow_auto_topic_creation=False)
+        assert [(b.host, b.port) for b in md.brokers] == camus, v
+        [t] = md.topics
+        assert t.error_code == ErrorCode.none and len(t.partitions) == 2, v
+        assert {p.leader_id for p in t.partitions} == {md.brokers[0].node_id}, v
+        if v >= 1:
+            assert md.controller_id == md.brokers[0].node_id
+    for v in range(0, 7):
+        fields = ({"coordinator_keys": [unique("g"), unique("g")], "key_type": 0} if v >= 4
+                  else {"key": unique("g"), "key_type": 0})
+        found = ask(10, v, **fields)
+        entries = found.coordinators if v >= 4 else [found]
+        assert [(c.error_code, c.host, c.port) for c in entries] == \
+            [(ErrorCode.none, *camus[0])] * len(entries), v
+    for v in range(0, 3):
+        cluster = ask(60, v)
+        assert [(b.host, b.port) for b in cluster.brokers] == camus, v
