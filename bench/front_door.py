@@ -9,6 +9,8 @@ records of 100 bytes into a fresh 4-partition topic, records/s from the first pr
 flush() returns, every record acknowledged (else exit 1). R rounds; in each, both ways run,
 the one going first alternating; reported: each round's rate both ways, and the median over
 rounds of camus / direct. Before measuring, an untimed warm-up of 20,000 records each way.
+Informational, same run: consuming the last round's N records (a confluent-kafka consumer in
+a fresh group, records/s from its first record to its Nth), both ways, alternating.
 
 The machine is shared and noisy: compare ratios from the same run, not absolute figures.
 
@@ -77,6 +79,24 @@ def produce(bootstrap: str, topic: str, records: int) -> float:
     return records / elapsed
 
 
+def consume(bootstrap: str, topic: str, records: int) -> float:
+    """Records/s reading `records` records of `topic` from the beginning in a fresh group."""
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fd-bench-{uuid.uuid4().hex}",
+                  "auto.offset.reset": "earliest", "log_level": 0})
+    c.subscribe([topic])
+    seen, start, deadline = 0, None, time.monotonic() + 300
+    while seen < records and time.monotonic() < deadline:
+        for m in c.consume(10000, 1):
+            if not m.error():
+                start = start or time.perf_counter()
+                seen += 1
+    c.close()
+    if seen < records:
+        raise SystemExit(f"{bootstrap}: read {seen} of {records} records")
+    return records / (time.perf_counter() - start)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kafka", default=os.environ.get("KAFKA_PEER", "127.0.0.1:19092"))
@@ -95,21 +115,34 @@ def main() -> int:
                 order.reverse()
             rates = {}
             for name, bootstrap in order:
-                rates[name] = produce(bootstrap, create_topic(args.kafka), args.records)
+                topic = create_topic(args.kafka)
+                rates[name] = produce(bootstrap, topic, args.records)
             rates["ratio"] = rates["camus"] / rates["direct"]
             rows.append(rates)
             print(f"round {r + 1}: direct {rates['direct']:,.0f} records/s, through camus "
+                  f"{rates['camus']:,.0f} records/s, camus/direct {rates['ratio']:.3f}", flush=True)
+        reads = []
+        for r in range(args.rounds):
+            order = [("direct", args.kafka), ("camus", door)]
+            if r % 2:
+                order.reverse()
+            rates = {name: consume(bootstrap, topic, args.records) for name, bootstrap in order}
+            rates["ratio"] = rates["camus"] / rates["direct"]
+            reads.append(rates)
+            print(f"consume round {r + 1}: direct {rates['direct']:,.0f} records/s, through camus "
                   f"{rates['camus']:,.0f} records/s, camus/direct {rates['ratio']:.3f}", flush=True)
     finally:
         proc.terminate()
         proc.wait(10)
     median = statistics.median(r["ratio"] for r in rows)
+    print(f"consume: median camus/direct {statistics.median(r['ratio'] for r in reads):.3f}")
     print(f"median camus/direct over {len(rows)} rounds: {median:.3f} "
           f"({args.records:,} records of {len(VALUE)} bytes, acks=all, idempotent, linger.ms=5; "
           f"load average {os.getloadavg()[0]:.1f})")
     if args.json:
         args.json.write_text(json.dumps({"rounds": rows, "median_ratio": median,
-                                         "records": args.records}, indent=1))
+                                         "consume_rounds": reads, "records": args.records},
+                                        indent=1))
     return 0
 
 

@@ -809,6 +809,10 @@ async def _serve_client(door: FrontDoor, reader: asyncio.StreamReader,
         log.exception("client %s:%s: closing its connection", peer[0], peer[1])
     finally:
         writing.cancel()
+        while not answers.empty():  # answers the client will never get: not awaited, closed
+            item = answers.get_nowait()
+            if asyncio.iscoroutine(item):
+                item.close()
         session.close()
         writer.close()
 
