@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import datetime
 import logging
 import time
 import uuid
@@ -316,8 +317,12 @@ class ClientSession:
     def __init__(self, door: FrontDoor, host: str, port: int) -> None:
         self.door = door
         self.host, self.port = host, port  # the listener the client came in on: advertised
-        self.upstream: dict[int, BrokerConnection] = {}
+        self.upstream: dict[tuple[int, str], BrokerConnection] = {}
         self._any: int | None = None
+        # Fetch over several leaders (_split_fetch): per leader, the question still waiting
+        # there and its answer to come; per partition, the watermarks last seen.
+        self._parked: dict[int, tuple[Any, asyncio.Future]] = {}
+        self._marks: dict[tuple[Any, int], tuple[int, int, int]] = {}
 
     def close(self) -> None:
         for conn in self.upstream.values():
@@ -325,8 +330,10 @@ class ClientSession:
 
     # --- connections ------------------------------------------------------------------
 
-    async def connection(self, node: int) -> BrokerConnection:
-        conn = self.upstream.get(node)
+    async def connection(self, node: int, lane: str = "main") -> BrokerConnection:
+        """This client's connection to `node`: "main" for everything but the two steps of a
+        Fetch over several leaders, which have a connection each ("now", "wait")."""
+        conn = self.upstream.get((node, lane))
         if conn is not None and conn.usable:
             return conn
         address = self.door.state.brokers.get(node)
@@ -336,13 +343,13 @@ class ClientSession:
             if address is None:
                 raise BrokerUnavailable(f"broker {node} is not in the cluster's metadata")
         conn = await BrokerConnection(self.door.settings, *address).open()
-        self.upstream[node] = conn
+        self.upstream[(node, lane)] = conn
         return conn
 
     async def any_node(self) -> int:
         """A broker for requests any broker answers: one this client already talks to."""
-        for node, conn in self.upstream.items():
-            if conn.usable:
+        for (node, lane), conn in self.upstream.items():
+            if conn.usable and lane == "main":
                 return node
         if not self.door.state.brokers:
             await self.door.refresh_metadata([])
@@ -435,7 +442,7 @@ class ClientSession:
                    FIND_COORDINATOR: self._rewrite_coordinator(request),
                    DESCRIBE_CLUSTER: self._rewrite_cluster,
                    DESCRIBE_TOPIC_PARTITIONS: self._rewrite_topic_partitions}.get(request.api_key)
-        return self._raw(self.upstream[node], request, payload, rewrite)
+        return self._raw(await self.connection(node), request, payload, rewrite)
 
     # --- rewriting answers that name brokers ---------------------------------------------
 
@@ -521,8 +528,100 @@ class ClientSession:
             if key == FETCH and request.api_version >= 7:
                 changes.update(session_id=0, session_epoch=-1, forgotten_topics_data=())
             parts.append((node, dataclasses.replace(body, **changes)))
-        return await self._split(request, parts, lambda answers: self._merge_partitions(
-            request, answers, resp_topics, resp_parts))
+        merge = lambda answers: self._merge_partitions(request, answers, resp_topics, resp_parts)  # noqa: E731
+        if key == FETCH and len(parts) > 1 and body.max_wait.total_seconds() > 0:
+            return await self._split_fetch(request, parts, merge)
+        return await self._split(request, parts, merge)
+
+    async def _split_fetch(self, request, parts: list[tuple[int, Any]], merge):
+        """A Fetch over several leaders, answered as soon as one has something to say (records
+        or an error), as a broker answers a Fetch once any partition has data.
+
+        First every leader is asked without waiting (max_wait 0); if one has news, that is
+        the answer. Otherwise each is asked with the client's max_wait, and the first answer
+        with news is the answer: the partitions of leaders still long-polling are answered
+        empty (with the watermarks they last gave), and their pending answers are kept
+        ("parked"). The client's next Fetch, if it asks a leader the same question (same
+        partitions, same offsets), waits on that parked answer instead of asking again; a
+        leader with a different question still parked is not asked to wait again until it
+        answers, so at most one long poll per leader is pending. The two steps use their own
+        broker connections ("now" and "wait"), so an immediate question never queues behind
+        a long poll. A quiet broker's long poll never holds back a busy one's records."""
+        version = request.api_version
+        now = [(node, dataclasses.replace(body, max_wait=datetime.timedelta(0)))
+               for node, body in parts]
+        answers = await (await self._split(request, now, lambda answers: answers, lane="now"))
+        self._learn_marks(answers)
+        if any(_has_news(a) for a in answers):
+            return encode_response(request, merge(answers))
+        waiting: dict[asyncio.Future, tuple[int, Any]] = {}
+        for node, body in parts:
+            key, parked = _fetch_key(body), self._parked.get(node)
+            if parked is not None and not parked[1].done():
+                if parked[0] == key:
+                    waiting[parked[1]] = (node, body)
+                continue  # another question still waits there: none queues behind it
+            try:
+                conn = await self.connection(node, "wait")
+            except BrokerUnavailable:
+                continue  # answered empty; the next Fetch's first step says NOT_LEADER
+            future = conn.send(encode_request(FETCH, version, body, request.client_id,
+                                              request.correlation_id))
+            self._parked[node] = (key, future)
+            waiting[future] = (node, body)
+            await conn.drain()
+
+        async def answer() -> bytes:
+            got: list[Any] = []
+            pending = set(waiting)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    node, body = waiting[future]
+                    if self._parked.get(node, (None, None))[1] is future:
+                        del self._parked[node]
+                    got.append(self._parked_answer(request, future, body))
+                self._learn_marks(got)
+                if any(_has_news(a) for a in got):
+                    break
+            return encode_response(request, merge(got + self._empty_parts(request, parts, got)))
+        return answer()
+
+    def _parked_answer(self, request, future: asyncio.Future, body: Any) -> Any:
+        """A finished sub-fetch's answer; a broker connection that broke answers its
+        partitions NOT_LEADER_OR_FOLLOWER (nothing was read, so nothing is lost)."""
+        if future.exception() is not None:
+            return build(request.response_class, request.api.error_response(
+                body, request.api_version, ErrorCode.not_leader_or_follower, None))
+        return decode_response(FETCH, request.api_version, future.result())
+
+    def _learn_marks(self, answers: list[Any]) -> None:
+        for a in answers:
+            for t in a.responses:
+                for p in t.partitions:
+                    if p.error_code == ErrorCode.none and p.high_watermark >= 0:
+                        self._marks[(_topic_key(t), p.partition_index)] = (
+                            p.high_watermark, p.last_stable_offset, p.log_start_offset)
+
+    def _empty_parts(self, request, parts: list[tuple[int, Any]], answered: list[Any]) -> list[Any]:
+        """Answers for the parts no leader has answered yet: each partition without records
+        or error, with the watermarks its leader last gave."""
+        seen = {(_topic_key(t), p.partition_index) for a in answered for t in a.responses
+                for p in t.partitions}
+        empties = []
+        for _, body in parts:
+            data = request.api.error_response(body, request.api_version, ErrorCode.none, None)
+            for t in data["responses"]:
+                key = t.get("topic_id") or t.get("topic")
+                t["partitions"] = [dict(p, **dict(zip(("high_watermark", "last_stable_offset",
+                                                        "log_start_offset"),
+                                                       self._marks.get((key, p["partition_index"]),
+                                                                       (-1, -1, -1)))))
+                                   for p in t["partitions"] if (key, p["partition_index"]) not in seen]
+            data["responses"] = [t for t in data["responses"] if t["partitions"]]
+            if data["responses"]:
+                empties.append(build(request.response_class, data))
+        return empties
 
     def _partition_rewriter(self, request):
         key = request.api_key
@@ -586,7 +685,7 @@ class ClientSession:
             body = dataclasses.replace(body, session_id=0)
         return body
 
-    async def _split(self, request, parts: list[tuple[int, Any]], merge):
+    async def _split(self, request, parts: list[tuple[int, Any]], merge, lane: str = "main"):
         """Send one part per broker (each encoded at the client's version); the merged answer.
         A broker camus cannot reach answers its part with the request's retriable error."""
         unreachable = (ErrorCode.not_leader_or_follower if request.api_key in PARTITIONED
@@ -597,7 +696,7 @@ class ClientSession:
                 futures.append((node, body))
                 continue
             try:
-                conn = await self.connection(node)
+                conn = await self.connection(node, lane)
             except BrokerUnavailable as exc:
                 log.warning("%s: %s", request.api.name, exc)
                 futures.append((unreachable, body))
@@ -608,7 +707,7 @@ class ClientSession:
         if not request.expects_response:
             return None
 
-        async def answer() -> bytes:
+        async def answer() -> Any:
             answers = []
             for conn, future in futures:
                 if isinstance(conn, ErrorCode):  # `future` is the part's body: answer it with an error
@@ -619,7 +718,8 @@ class ClientSession:
                     continue
                 await conn.drain()
                 answers.append(decode_response(request.api_key, request.api_version, await future))
-            return encode_response(request, merge(answers))
+            merged = merge(answers)
+            return merged if isinstance(merged, list) else encode_response(request, merged)
         return answer()
 
     # --- by coordinator -----------------------------------------------------------------
@@ -701,8 +801,7 @@ class ClientSession:
         local = build(request.response_class, {"topics": results})
         if not plain:
             return encode_response(request, local)
-        node = await self.any_node()
-        conn = self.upstream[node]
+        conn = await self.connection(await self.any_node())
         body = dataclasses.replace(request.body, topics=tuple(t for t, _ in plain))
         future = conn.send(encode_request(CREATE_TOPICS, request.api_version, body,
                                           request.client_id, request.correlation_id))
@@ -724,6 +823,27 @@ def _element(body: Any, field: str) -> type:
     import typing
     hint = typing.get_type_hints(type(body))[field]
     return typing.get_args(hint)[0]
+
+
+def _topic_key(item: Any) -> Any:
+    """A Fetch topic's name, or its id from v13 on."""
+    topic_id = getattr(item, "topic_id", None)
+    return topic_id if topic_id is not None else _topic_name(item)
+
+
+def _fetch_key(body: Any) -> tuple:
+    """What a sub-fetch asks, for telling whether a parked one asks the same."""
+    return (body.isolation_level if hasattr(body, "isolation_level") else 0,
+            tuple((_topic_key(t), p.partition, p.fetch_offset) for t in body.topics
+                  for p in t.partitions))
+
+
+def _has_news(answer: Any) -> bool:
+    """Whether a Fetch answer holds records or an error for any partition."""
+    if getattr(answer, "error_code", ErrorCode.none) != ErrorCode.none:
+        return True
+    return any(p.records or p.error_code != ErrorCode.none
+               for t in answer.responses for p in t.partitions)
 
 
 def _has_error(body: Any, codes: set[ErrorCode]) -> bool:

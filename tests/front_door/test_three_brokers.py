@@ -142,3 +142,59 @@ def test_a_broker_killed_under_an_idempotent_producer(whole, door):
     assert failed == [] and len(acked) == 3000
     got = values(consume({"bootstrap.servers": door.bootstrap}, topic, 3000, timeout=90))
     assert got == sorted(f"r{i}".encode() for i in range(3000))  # each exactly once
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_a_busy_partition_beside_idle_ones_on_other_brokers(whole, door, client):
+    """Records stream into one partition while the others, led by other brokers, stay
+    mostly idle: each Fetch through camus is answered as soon as one leader has records,
+    the quiet leaders' long polls parked. Every record arrives once, in order."""
+    import threading
+
+    from confluent_kafka import Producer
+    topic = _topic(whole)
+    sent: list[tuple[int, bytes]] = []
+
+    def stream():
+        p = Producer({"bootstrap.servers": whole.bootstrap, "linger.ms": 0, **QUIET})
+        for i in range(300):
+            partition = 0 if i % 10 else 1 + (i // 10) % 5
+            p.produce(topic, f"s{i}".encode(), partition=partition)
+            sent.append((partition, f"s{i}".encode()))
+            p.poll(0)
+            time.sleep(0.005)
+        p.flush(30)
+
+    got: list[tuple[int, int, bytes]] = []
+    if client == "kafka-python":
+        kafka = pytest.importorskip("kafka")
+        c = kafka.KafkaConsumer(bootstrap_servers=door.bootstrap, fetch_max_wait_ms=1000,
+                                enable_auto_commit=False)
+        parts = [kafka.TopicPartition(topic, i) for i in range(6)]
+        c.assign(parts)
+        c.seek_to_beginning(*parts)
+        producer = threading.Thread(target=stream)
+        producer.start()
+        deadline = time.monotonic() + 90
+        while len(got) < 300 and time.monotonic() < deadline:
+            for tp, records in c.poll(500).items():
+                got += [(tp.partition, m.offset, m.value) for m in records]
+        c.close()
+    else:
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": door.bootstrap, "group.id": unique("busy"),
+                      "fetch.wait.max.ms": 1000, **QUIET})
+        c.assign([TopicPartition(topic, i, 0) for i in range(6)])
+        producer = threading.Thread(target=stream)
+        producer.start()
+        deadline = time.monotonic() + 90
+        while len(got) < 300 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append((m.partition(), m.offset(), m.value()))
+        c.close()
+    producer.join()
+    for partition in range(6):
+        mine = [(offset, value) for p, offset, value in got if p == partition]
+        assert [offset for offset, _ in mine] == list(range(len(mine))), partition  # in order, once
+        assert [value for _, value in mine] == [v for p, v in sent if p == partition]
