@@ -122,7 +122,7 @@ def run_topic(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    if args.kafka:  # in front of a Kafka cluster: shim/cluster
+    if args.kafka is not None or args.kafka_config or args.kafka_option:  # shim/cluster
         from shim.cluster.cli import run as run_in_front
         return run_in_front(args)
 

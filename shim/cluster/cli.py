@@ -50,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"camus serve: {message}", file=sys.stderr)
         return 2
 
+    if args.kafka is None:
+        return fail("--kafka-config and --kafka-option set up the connection that --kafka "
+                    "HOST:PORT[,...] makes; give --kafka too")
     used = [text for name, text in _EMBEDDED_ONLY.items() if getattr(args, name, None)]
     if args.target != "embedded:native":
         used.append("--target (views under --kafka are materialised by issue 27 item 2)")

@@ -38,7 +38,6 @@ client sees what it would have seen had the broker died under it, and retries
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import datetime
 import logging
@@ -170,7 +169,6 @@ class FrontDoor:
         self.view_hook = view_hook
         self.state = ClusterState()
         self.registry = Registry()
-        self.requests: collections.Counter[str] = collections.Counter()
         self._control: dict[Any, BrokerConnection] = {}  # node id or (host, port) -> connection
         self._metadata_version = 12
         self._find_version = 3
@@ -376,7 +374,6 @@ class ClientSession:
         Everything sent to the cluster is sent before this returns, so the requests of one
         client reach each broker in the order the client sent them."""
         key = request.api_key
-        self.door.requests[request.api.name] += 1
         try:
             if key == API_VERSIONS:
                 return encode_response(request, api_versions.response(request, self.door.registry))

@@ -98,6 +98,12 @@ def test_refused_credentials_and_unreachable_clusters_fail_at_startup(secured, t
                           "--listen", "SASL_PLAINTEXT://127.0.0.1:0"], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "camus's listeners are PLAINTEXT or SSL" in out.stderr
+    out = _run_front_door("--kafka", "")
+    assert out.returncode == 2 and "'' is not HOST:PORT" in out.stderr, out.stderr
+    out = _run_front_door("--kafka-option", "security.protocol=SSL")
+    assert out.returncode == 2 and "give --kafka too" in out.stderr, out.stderr
+    out = _run_front_door("--kafka", f"127.0.0.1:{free}", "--kafka-option", "acks=all")
+    assert out.returncode == 2 and "unknown connection setting 'acks'" in out.stderr, out.stderr
 
 
 def _ask(port: int, api_key: int, version: int, **fields):
