@@ -72,6 +72,28 @@ def test_sasl_ssl_to_the_cluster(secured, mechanism):
         door.stop()
 
 
+def test_tls_between_clients_and_camus(secured):
+    """An SSL listener on the front door: TLS ends at camus, which advertises to each client
+    the listener it came in on."""
+    from confluent_kafka.admin import AdminClient
+    upstream = f"127.0.0.1:{secured.ports['SASL_SSL']}"
+    door = front_door(upstream, *_sasl_options(secured), "--listen", "SSL://127.0.0.1:0",
+                      "--ssl-cert", str(secured.dir / "server.pem"),
+                      "--ssl-key", str(secured.dir / "server.key"))
+    try:
+        door.ports = listener_ports(door, 1)
+        tls = {"bootstrap.servers": f"127.0.0.1:{door.ports['SSL']}", "security.protocol": "SSL",
+               "ssl.ca.location": str(secured.dir / "ca.pem")}
+        md = AdminClient({**tls, **QUIET}).list_topics(timeout=30)
+        assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", door.ports["SSL"])]
+        topic = unique("tls")
+        assert _produce(tls["bootstrap.servers"], topic, [b"sealed"], **{
+            k: v for k, v in tls.items() if k != "bootstrap.servers"}) == []
+        assert values(consume(tls, topic, 1)) == [b"sealed"]
+    finally:
+        door.stop()
+
+
 def test_refused_credentials_and_unreachable_clusters_fail_at_startup(secured, tmp_path):
     upstream = f"127.0.0.1:{secured.ports['SASL_SSL']}"
     out = _run_front_door("--kafka", upstream, *_sasl_options(secured, password="wrong"))
