@@ -156,7 +156,10 @@ def test_a_busy_partition_beside_idle_ones_on_other_brokers(whole, door, client)
     sent: list[tuple[int, bytes]] = []
 
     def stream():
-        p = Producer({"bootstrap.servers": whole.bootstrap, "linger.ms": 0, **QUIET})
+        # Idempotent, so that the partitions hold the records in the order sent even when
+        # leadership still moves after an earlier test's kill (retries would reorder).
+        p = Producer({"bootstrap.servers": whole.bootstrap, "linger.ms": 0,
+                      "enable.idempotence": True, **QUIET})
         for i in range(300):
             partition = 0 if i % 10 else 1 + (i // 10) % 5
             p.produce(topic, f"s{i}".encode(), partition=partition)
