@@ -63,6 +63,7 @@ NOT_FORWARDED = {17, 36, 27, *range(76, 80), *range(83, 93)}
 API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 18, 3, 10, 60
 PRODUCE, FETCH, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 19, 22
 DESCRIBE_TOPIC_PARTITIONS, LIST_GROUPS, LIST_TRANSACTIONS = 75, 16, 66
+DESCRIBE_CONFIGS, BROKER_RESOURCES = 32, (4, 8)  # resource types BROKER, BROKER_LOGGER
 
 # Partition-routed APIs: request topics field, partitions field, partition index field (None:
 # the partitions are plain ints), response topics field, response partitions field.
@@ -395,6 +396,8 @@ class ClientSession:
                 return await self._fan_out(request, payload)
             if key == CREATE_TOPICS:
                 return await self._create_topics(request, payload)
+            if key == DESCRIBE_CONFIGS:
+                return await self._describe_configs(request, payload)
             return await self._anywhere(request, payload)
         except BrokerUnavailable as exc:
             log.warning("%s v%d from %s: %s", request.api.name, request.api_version,
@@ -773,6 +776,41 @@ class ClientSession:
                             throttle_time=_throttle(answers),
                             error_code=next((a.error_code for a in answers if a.error_code),
                                             ErrorCode.none))
+        return await self._split(request, parts, merge)
+
+    # --- broker configs ----------------------------------------------------------------
+
+    async def _describe_configs(self, request, payload: bytes):
+        """A broker's configs live on that broker. Clients know one broker, camus: its node
+        id stands for any one of the cluster's brokers (the answer names camus again); a
+        cluster broker's own id, which a client may have from the cluster's tools, is sent
+        to that broker; topics and the cluster-wide default (empty name) go anywhere."""
+        camus = str(self.door.node_id)
+        anywhere = await self.any_node()
+        plan: dict[int, list[Any]] = {}
+        renamed = False
+        for r in request.body.resources:
+            node = anywhere
+            if r.resource_type in BROKER_RESOURCES and r.resource_name:
+                if r.resource_name == camus:
+                    r, renamed = dataclasses.replace(r, resource_name=str(anywhere)), True
+                elif r.resource_name.isdigit() and int(r.resource_name) in self.door.state.brokers:
+                    node = int(r.resource_name)
+            plan.setdefault(node, []).append(r)
+        if len(plan) == 1 and not renamed:
+            (node,) = plan
+            return self._raw(await self.connection(node), request, payload)
+        parts = [(node, dataclasses.replace(request.body, resources=tuple(items)))
+                 for node, items in plan.items()]
+
+        def merge(answers: list[Any]) -> Any:
+            results = []
+            for a in answers:
+                for r in a.results:
+                    if renamed and r.resource_type in BROKER_RESOURCES and r.resource_name == str(anywhere):
+                        r = dataclasses.replace(r, resource_name=camus)
+                    results.append(r)
+            return _replace(answers[0], results=tuple(results), throttle_time=_throttle(answers))
         return await self._split(request, parts, merge)
 
     # --- views -------------------------------------------------------------------------

@@ -247,3 +247,17 @@ def test_every_version_of_the_answers_that_name_brokers_names_camus(door):
     for v in range(0, 3):
         cluster = ask(60, v)
         assert [(b.host, b.port) for b in cluster.brokers] == camus, v
+
+
+def test_broker_configs_through_camus(door):
+    """camus's node id stands for a cluster broker: its configs are that broker's."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+    admin = AdminClient({"bootstrap.servers": door.bootstrap, **QUIET})
+    (camus,) = admin.list_topics(timeout=30).brokers
+    topic = unique("cfg")
+    _create(door.bootstrap, topic, 1, retention_ms=123456)
+    futures = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(camus)),
+                                      ConfigResource(ResourceType.TOPIC, topic)])
+    found = {res.name: f.result(30) for res, f in futures.items()}
+    assert found[str(camus)]["log.retention.hours"].value == "1"  # the cluster broker's
+    assert found[topic]["retention.ms"].value == "123456"
