@@ -112,6 +112,29 @@ class ClusterSettings:
         ctx.check_hostname = self.ssl_check_hostname
         return ctx
 
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        """These settings as a confluent-kafka (librdkafka) configuration, `extra` over them:
+        for camus's own Kafka clients of the same cluster (the materialiser's)."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}"
+                                          for h, p in self.bootstrap),
+            "security.protocol": self.security_protocol, "client.id": self.client_id,
+            "request.timeout.ms": self.request_timeout_ms,
+            "socket.connection.setup.timeout.ms": self.connect_timeout_ms,
+            "metadata.max.age.ms": self.metadata_max_age_ms}
+        if self.sasl:
+            conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
+                         "sasl.password": self.sasl_password})
+        if self.tls:
+            conf["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else "none"
+            for key, value in (("ssl.ca.location", self.ssl_cafile),
+                               ("ssl.certificate.location", self.ssl_certfile),
+                               ("ssl.key.location", self.ssl_keyfile),
+                               ("ssl.key.password", self.ssl_key_password)):
+                if value is not None:
+                    conf[key] = str(value)
+        return {**conf, **extra}
+
     def describe(self) -> str:
         """The settings for a log line, the password left out."""
         servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap)

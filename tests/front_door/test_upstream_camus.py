@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from kio.index import load_request_schema
+from shim.cluster.connection import settings_from
 from shim.protocol import ErrorCode, build
 from tests.broker.conftest import REPO, Server, unique
 from tests.broker.security_helpers import add_user, listener_ports, make_pki
@@ -63,11 +64,10 @@ def test_sasl_ssl_to_the_cluster(secured, mechanism):
         topic = unique("sasl")
         assert _produce(door.bootstrap, topic, [b"one", b"two"]) == []
         assert values(consume({"bootstrap.servers": door.bootstrap}, topic, 2)) == [b"one", b"two"]
-        # The records are the cluster's: a client of the cluster reads them there.
-        direct = {"bootstrap.servers": upstream, "security.protocol": "SASL_SSL",
-                  "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "camus",
-                  "sasl.password": "front-door-secret", "ssl.ca.location": str(secured.dir / "ca.pem")}
-        assert values(consume(direct, topic, 2)) == [b"one", b"two"]
+        # The records are the cluster's: a client of the cluster reads them there, with the
+        # same settings as librdkafka takes them.
+        settings = settings_from(upstream, None, _sasl_options(secured, mechanism=mechanism)[1::2])
+        assert values(consume(settings.client_config(), topic, 2)) == [b"one", b"two"]
     finally:
         door.stop()
 
