@@ -84,6 +84,13 @@ def deliveries(result: Result) -> list[str]:
     if lv is not None:
         lines.append(row("live", result.live_indices, lv.altered, lv.strangers + lv.undecodable))
         latencies = [(arrival - lv.send_ns[i]) / 1e6 for got in lv.delivered.values() for i, arrival in got]
+        seen = {i for got in lv.delivered.values() for i, _ in got}
+        short = {i for p, want in result.by_region.items() for i in want
+                 if i not in seen or i not in {j for j, _ in lv.delivered.get(p, [])}}
+        if short:
+            lost = lv.kernel_drops.get("switch ingress", 0) + lv.kernel_drops.get("monitors", 0)
+            lines.append(f"  {len(short):,} reports lack a copy; the kernel dropped {lost:,} datagrams at full "
+                         "receive buffers on the way (the switch's socket, the monitors'): nothing retransmits")
         if latencies:
             lines.append(f"  live latency, report sent -> monitor: p50 {_pct(latencies, 0.5):.2f} ms, "
                          f"p99 {_pct(latencies, 0.99):.2f} ms, max {max(latencies):.2f} ms")
@@ -107,6 +114,11 @@ def rates(result: Result) -> list[str]:
                      f"dropped {drops.get('no_route', 0):,} (in no region or not speeding: no route); "
                      f"kernel drops: {lv.kernel_drops.get('switch ingress', 0)} at its socket, "
                      f"{lv.kernel_drops.get('monitors', 0)} at the monitors'")
+        last = max((a for got in lv.delivered.values() for _, a in got), default=None)
+        if last is not None and received:
+            took = (last - lv.send_ns[0]) / 1e9
+            lines.append(f"  through the switch: {received:,} reports from the first sent to the last copy at a "
+                         f"monitor in {took:.2f} s = {received / took:,.0f} reports/s")
     lines.append(f"  in process, no sockets ({s.impl} data plane, the same frames, best of {ip.rounds}): "
                  f"{ip.rate:,.0f} reports/s")
     return lines
