@@ -40,8 +40,8 @@ from pathlib import Path
 from apps.hicn import processes
 from apps.highway import onepass, wire
 from apps.highway.monitor import udp_drops
-from apps.highway.regions import Region, place, rules_text
-from apps.highway.traffic import SPEED_LIMIT, Report, TrafficConfig, drive
+from apps.highway.regions import MAX_REGIONS, Region, place, rules_text
+from apps.highway.traffic import Report, TrafficConfig, drive
 from compiler.compile import Compiled, compile_rules, write_outputs
 from compiler.rules import parse_rules
 from compiler.semantics import evaluate
@@ -65,6 +65,8 @@ class Settings:
 
     def check(self) -> None:
         self.traffic.check()
+        if not 1 <= self.regions <= MAX_REGIONS:
+            raise ValueError(f"--regions must be 1 .. {MAX_REGIONS} (one switch port each)")
         if self.speed < 0:
             raise ValueError("--speed must not be negative")
 
@@ -255,13 +257,17 @@ def live(result: Result, frames: list[bytes], out: Path) -> Live:
         kernel = {"switch ingress": sum(udp_drops([ingress[1]]).values())}
         said = processes.stop(switch)
         counters = parse_counters(list(processes.iter_lines(switch)))
+        switch.stdout.close()
         switch = None
         if said != 0:
             raise RuntimeError(f"camus switch serve exited with {said}")
     finally:
-        if switch is not None:
-            processes.stop(switch)
-        processes.stop(monitor)
+        for proc in (switch, monitor):
+            if proc is not None:
+                processes.stop(proc)
+                for _ in processes.iter_lines(proc):  # to the end of its output, then close the pipe
+                    pass
+                proc.stdout.close()
     words = done.split()
     kernel["monitors"] = int(words[words.index("drops") + 1]) if "drops" in words else 0
     index = {(r.car, r.seq): i for i, r in enumerate(result.reports)}

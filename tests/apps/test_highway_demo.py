@@ -139,6 +139,9 @@ def test_the_traffic_is_seeded_timed_and_on_the_map():
         TrafficConfig(cars=0).check()
     with pytest.raises(ValueError, match="--regions"):
         place(501, a.highways, SMALL, 1)
+    for bad in (["--regions", "0"], ["--cars", "0"], ["--speed", "-1"], ["--side-km", "1000"]):
+        with pytest.raises(SystemExit, match=f"camus demo highway: {bad[0]}"):
+            main(["demo", "highway", *bad])
 
 
 @st.composite
