@@ -78,7 +78,7 @@ class Live:
     send_ns: array  # per report, when it was sent (CLOCK_MONOTONIC)
     delivered: dict[int, list[tuple[int, int]]]
     altered: int  # copies whose report differs from the one sent under that car and number
-    strangers: int  # copies of reports never sent, or on a socket of no region
+    strangers: int  # copies of reports no car sent (no such car and report number)
     undecodable: int
     ingress: str
     counters: dict  # the switch's, as it printed them when stopped
