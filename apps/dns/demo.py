@@ -68,6 +68,7 @@ class Run:
     entries: int
     queries: list[Query] = field(default_factory=list)
     relayed: int = 0                 # query frames the switch sent to the server's port
+    delivered: int = 0               # answers the gateway passed to the client, from either side
     server_log: list[tuple[str, str]] = field(default_factory=list)
     switch_counters: str = ""
     errors: list[str] = field(default_factory=list)
@@ -85,6 +86,8 @@ class Run:
                 out.append(f"query {i} ({q.name}): {q.problem}")
             elif q.by != q.expected_by:
                 out.append(f"query {i} ({q.name}): answered by the {q.by}, the reference evaluator says {q.expected_by}")
+        if self.delivered != len(self.queries):
+            out.append(f"the client was sent {self.delivered} answers to {len(self.queries)} queries")
         forwarded = sum(q.expected_by == "server" for q in self.queries)
         if self.relayed != forwarded:
             out.append(f"the relay carried {self.relayed} queries to the server, {forwarded} expected")
@@ -215,8 +218,10 @@ def run_mode(spec: Spec, workload: Workload, mode: str, out: Path, names: list[s
         gateway.close()
         relay.close()
         server.stop()
-    run.relayed = relay.queries
+    run.relayed, run.delivered = relay.queries, gateway.delivered
     run.server_log = server.queries_logged()
+    (out / "queries.json").write_text(json.dumps(
+        [{"name": q.name, "ms": q.ms, "by": q.by, "problem": q.problem} for q in run.queries], indent=0))
     run.errors += [f"gateway: {e}" for e in gateway.errors] + [f"relay: {e}" for e in relay.errors]
     if gateway.unknown:
         run.errors.append(f"gateway: {gateway.unknown} frames from neither the switch nor the relay")

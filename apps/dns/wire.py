@@ -99,6 +99,7 @@ class Gateway(_Loops):
         self.relay: tuple[str, int] | None = None
         self.answered_by: dict[tuple[int, int, bytes], str] = {}  # (client port, id, question) -> who
         self.sent = 0
+        self.delivered = 0  # answers sent on to the clients
         self.unknown = 0  # frames from neither the switch nor the relay
 
     def start(self, switch: tuple[str, int], relay: tuple[str, int]) -> None:
@@ -119,6 +120,7 @@ class Gateway(_Loops):
         _, _, dst, dport, payload = _unwrap(frame)
         # Recorded before the client can have its answer, so it is there when the client looks.
         self.answered_by[(dport, *question_key(payload))] = who
+        self.delivered += 1
         self.client.sendto(payload, (socket.inet_ntoa(dst.to_bytes(4, "big")), dport))
 
     def close(self) -> None:
