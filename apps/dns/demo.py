@@ -9,7 +9,9 @@ rules), the demo
    `camus switch serve --impl python` (the reference switch: the one running answerDNS today),
    as a child process whose port 0 is the gateway and port 1 the relay;
 3. sends the same queries (Zipf over the names, seeded) one after another with dnspython,
-   timing each and noting who answered it (the switch or the server);
+   timing each and noting who answered it (the switch or the server); both modes run side by
+   side, each query going to one mode then the other, so that the machine's load at any
+   moment is shared by both;
 4. stops everything and reads the server's query log.
 
 Checks: dnspython accepted every answer as the response to its query; each holds one A record,
@@ -72,7 +74,7 @@ class Run:
     server_log: list[tuple[str, str]] = field(default_factory=list)
     switch_counters: str = ""
     errors: list[str] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float = 0.0             # the whole run, both modes' queries
 
     def answered(self, by: str) -> list[Query]:
         return [q for q in self.queries if q.by == by]
@@ -181,53 +183,62 @@ def compile_mode(spec: Spec, workload: Workload, mode: str, out: Path) -> tuple[
     return rules, compiled
 
 
-def run_mode(spec: Spec, workload: Workload, mode: str, out: Path, names: list[str]) -> Run:
-    rules, compiled = compile_mode(spec, workload, mode, out)
-    addresses = workload.addresses()
-    run = Run(mode, len(rules), compiled.stats["entries"]["total"])
-    server = Dnsmasq(out / "server", workload.hosts_file())
-    relay, gateway, switch = Relay(server.address), Gateway(), None
-    try:
-        switch = Switch(out / "switch", gateway.frame_address, relay.frame_address)
-        relay.start(gateway.frame_address)
-        gateway.start(switch.address, relay.frame_address)
-        t0 = time.perf_counter()
-        for name in names:
-            q = Query(name)
-            q.expected_by, q.problem = expected(spec, rules, name, addresses[name])
-            query = dns.message.make_query(name, "A")
-            start = time.perf_counter()
-            try:
-                reply = dns.query.udp(query, gateway.address[0], port=gateway.address[1], timeout=QUERY_TIMEOUT)
-            except dns.exception.Timeout:
-                run.queries.append(q)
-                continue
-            except dns.exception.DNSException as exc:  # dnspython refused what came back
-                q.ms, q.problem = (time.perf_counter() - start) * 1e3, f"dnspython: {type(exc).__name__}: {exc}"
-                run.queries.append(q)
-                continue
-            q.ms = (time.perf_counter() - start) * 1e3
-            q.by = _who(gateway, query)
-            q.problem = q.problem or check_answer(reply, name, addresses[name])
-            run.queries.append(q)
-        run.seconds = time.perf_counter() - t0
-    finally:
-        if switch is not None:
-            switch.close()
-            run.switch_counters = switch.printed
-        gateway.close()
-        relay.close()
-        server.stop()
-    run.relayed, run.delivered = relay.queries, gateway.delivered
-    run.server_log = server.queries_logged()
-    (out / "queries.json").write_text(json.dumps(
-        [{"name": q.name, "ms": q.ms, "by": q.by, "problem": q.problem} for q in run.queries], indent=0))
-    run.errors += [f"gateway: {e}" for e in gateway.errors] + [f"relay: {e}" for e in relay.errors]
-    if gateway.unknown:
-        run.errors.append(f"gateway: {gateway.unknown} frames from neither the switch nor the relay")
-    if relay.unmatched:
-        run.errors.append(f"relay: {relay.unmatched} server answers to no query it sent")
-    return run
+class Setup:
+    """One mode's chain, running: dnsmasq, the relay, the switch, the gateway."""
+
+    def __init__(self, spec: Spec, workload: Workload, mode: str, out: Path) -> None:
+        self.spec, self.out = spec, out
+        self.addresses = workload.addresses()
+        self.rules, compiled = compile_mode(spec, workload, mode, out)
+        self.run = Run(mode, len(self.rules), compiled.stats["entries"]["total"])
+        self.server = Dnsmasq(out / "server", workload.hosts_file())
+        self.relay, self.gateway, self.switch = Relay(self.server.address), Gateway(), None
+        try:
+            self.switch = Switch(out / "switch", self.gateway.frame_address, self.relay.frame_address)
+        except BaseException:
+            self.close()
+            raise
+        self.relay.start(self.gateway.frame_address)
+        self.gateway.start(self.switch.address, self.relay.frame_address)
+
+    def query(self, name: str) -> None:
+        """One A query for `name` from dnspython, timed, checked, and noted in the run."""
+        q = Query(name)
+        q.expected_by, q.problem = expected(self.spec, self.rules, name, self.addresses[name])
+        self.run.queries.append(q)
+        query = dns.message.make_query(name, "A")
+        start = time.perf_counter()
+        try:
+            reply = dns.query.udp(query, self.gateway.address[0], port=self.gateway.address[1],
+                                  timeout=QUERY_TIMEOUT)
+        except dns.exception.Timeout:
+            return
+        except dns.exception.DNSException as exc:  # dnspython refused what came back
+            q.ms, q.problem = (time.perf_counter() - start) * 1e3, f"dnspython: {type(exc).__name__}: {exc}"
+            return
+        q.ms = (time.perf_counter() - start) * 1e3
+        q.by = _who(self.gateway, query)
+        q.problem = q.problem or check_answer(reply, name, self.addresses[name])
+
+    def close(self) -> Run:
+        """Stop everything; the run with the counts and the server's log."""
+        run = self.run
+        if self.switch is not None:
+            self.switch.close()
+            run.switch_counters = self.switch.printed
+        self.gateway.close()
+        self.relay.close()
+        self.server.stop()
+        run.relayed, run.delivered = self.relay.queries, self.gateway.delivered
+        run.server_log = self.server.queries_logged()
+        (self.out / "queries.json").write_text(json.dumps(
+            [{"name": q.name, "ms": q.ms, "by": q.by, "problem": q.problem} for q in run.queries], indent=0))
+        run.errors += [f"gateway: {e}" for e in self.gateway.errors] + [f"relay: {e}" for e in self.relay.errors]
+        if self.gateway.unknown:
+            run.errors.append(f"gateway: {self.gateway.unknown} frames from neither the switch nor the relay")
+        if self.relay.unmatched:
+            run.errors.append(f"relay: {self.relay.unmatched} server answers to no query it sent")
+        return run
 
 
 def _who(gateway: Gateway, query: dns.message.Message) -> str | None:
@@ -247,5 +258,19 @@ def run_demo(workload: Workload, out: Path) -> Demo:
     names = workload.query_names()
     (out / "workload.json").write_text(json.dumps({
         "settings": workload.__dict__, "cached": workload.cached(), "queries": names}, indent=1))
-    runs = {mode: run_mode(spec, workload, mode, out / mode, names) for mode in MODES}
+    # Both modes run at once, each query sent to one then the other (the order alternating),
+    # so the shared machine's load falls on both alike.
+    setups: dict[str, Setup] = {}
+    try:
+        for mode in MODES:
+            setups[mode] = Setup(spec, workload, mode, out / mode)
+        t0 = time.perf_counter()
+        for i, name in enumerate(names):
+            for mode in MODES if i % 2 == 0 else reversed(MODES):
+                setups[mode].query(name)
+        seconds = time.perf_counter() - t0
+    finally:
+        runs = {mode: setup.close() for mode, setup in setups.items()}
+    for run in runs.values():
+        run.seconds = seconds
     return Demo(workload, runs)

@@ -42,8 +42,9 @@ def as_json(demo: Demo) -> str:
 
 def summary(demo: Demo) -> str:
     w = demo.workload
+    long_names = f"1 name in {w.long_every}" if w.long_every else "no name"
     lines = [f"camus demo dns: {w.queries} queries per run over {w.names} names (Zipf {w.zipf:g}, seed {w.seed}; "
-             f"every {w.long_every or 'no'}th name too long for the switch), {w.cache} cached at the switch",
+             f"{long_names} too long for the switch), {w.cache} cached at the switch",
              f"{'mode':9} {'rules':>5} {'switch':>7} {'server':>7} {'lost':>5} {'server load':>18}   "
              f"{'latency ms p50/p90/p99: switch':>31} {'server':>20}"]
     for mode in MODES:

@@ -24,6 +24,8 @@ import dns.exception
 import dns.message
 import dns.query
 
+from apps.hicn.processes import stop
+
 READY_SECONDS = 10.0
 # A name of the server's own, queried until it answers: not one of the demo's names, so its
 # log lines are told apart from the demo's queries.
@@ -89,13 +91,7 @@ class Dnsmasq:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, timeout=10.0)
 
     def queries_logged(self) -> list[tuple[str, str]]:
         """(type, name) of every query dnsmasq logged but the readiness probes; read after stop(),
