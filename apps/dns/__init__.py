@@ -7,6 +7,7 @@ See README.md in this folder for `camus demo dns`. `register_demo` adds the comm
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -46,6 +47,8 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SystemExit(f"camus demo dns: {exc}") from None
     out = Path(args.out)
+    # SIGTERM as an exception, so that the demo's cleanup stops dnsmasq and the switch too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         result = demo.run_demo(workload, out)
     except demo.ServerUnavailable as exc:

@@ -33,6 +33,13 @@ PROBE_NAME, PROBE_ADDRESS = "ready.probe", "127.0.0.53"
 QUERY_LINE = re.compile(r"dnsmasq\[\d+\]: query\[(\w+)\] (\S+) from ")
 
 
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """The port chosen for dnsmasq was taken before it bound it."""
+
+
 class ServerUnavailable(RuntimeError):
     """dnsmasq is not installed here: the demo says so in one line."""
 
@@ -42,11 +49,20 @@ def find_dnsmasq() -> str | None:
     return shutil.which("dnsmasq") or shutil.which("dnsmasq", path="/usr/sbin:/sbin")
 
 
-def free_udp_port() -> int:
-    """A UDP port nothing on 127.0.0.1 uses now (dnsmasq cannot be told to pick one itself)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    """A port nothing on 127.0.0.1 uses now for UDP or TCP (dnsmasq serves both, and cannot be
+    told to pick a port itself). Another process may still take it before dnsmasq binds it:
+    Dnsmasq then tries another."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            udp.bind(("127.0.0.1", 0))
+            port = udp.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+                try:
+                    tcp.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
 
 
 class Dnsmasq:
@@ -60,24 +76,36 @@ class Dnsmasq:
         self.hosts.write_text(hosts + f"{PROBE_ADDRESS} {PROBE_NAME}\n")
         self.log = directory / "dnsmasq.log"
         self.log.unlink(missing_ok=True)
-        self.port = free_udp_port()
-        self.address = ("127.0.0.1", self.port)
-        cmd = [binary, "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
-               f"--addn-hosts={self.hosts}", f"--port={self.port}", "--listen-address=127.0.0.1",
-               "--bind-interfaces", "--keep-in-foreground", f"--pid-file={directory / 'dnsmasq.pid'}",
-               "--log-queries", f"--log-facility={self.log}",
-               # As root dnsmasq would switch to user nobody, who cannot write the log here.
-               f"--user={pwd.getpwuid(os.getuid()).pw_name}", f"--group={grp.getgrgid(os.getgid()).gr_name}"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        self._wait_ready()
+        for attempt in range(PORT_ATTEMPTS):
+            self.port = free_port()
+            self.address = ("127.0.0.1", self.port)
+            self.proc = subprocess.Popen(self._command(binary), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                self._wait_ready()
+                return
+            except PortTaken:
+                if attempt == PORT_ATTEMPTS - 1:
+                    raise
+
+    def _command(self, binary: str) -> list[str]:
+        d = self.directory
+        return [binary, "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
+                f"--addn-hosts={self.hosts}", f"--port={self.port}", "--listen-address=127.0.0.1",
+                "--bind-interfaces", "--keep-in-foreground", f"--pid-file={d / 'dnsmasq.pid'}",
+                "--log-queries", f"--log-facility={self.log}",
+                # As root dnsmasq would switch to user nobody, who cannot write the log here.
+                f"--user={pwd.getpwuid(os.getuid()).pw_name}", f"--group={grp.getgrgid(os.getgid()).gr_name}"]
 
     def _wait_ready(self) -> None:
         """Until dnsmasq answers the probe name (it has read the hosts file)."""
         deadline = time.monotonic() + READY_SECONDS
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"dnsmasq exited (code {self.proc.returncode}): {self.proc.stdout.read().strip()}")
+                said = self.proc.stdout.read().strip()
+                if "Address already in use" in said:
+                    raise PortTaken(said)
+                raise RuntimeError(f"dnsmasq exited (code {self.proc.returncode}): {said}")
             try:
                 r = dns.query.udp(dns.message.make_query(PROBE_NAME, "A"), "127.0.0.1",
                                   port=self.port, timeout=0.5)

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-dns_name = pytest.importorskip("dns.name", reason="dnspython is a test extra")
-import dns.rdatatype  # noqa: E402
+import dns.name as dns_name
+import dns.rdatatype
 
-from apps.dns import server, workload  # noqa: E402
-from compiler.errors import CamusError  # noqa: E402
-from compiler.rules import parse_rules  # noqa: E402
-from compiler.semantics import outcome  # noqa: E402
-from compiler.spec import load_spec  # noqa: E402
+from apps.dns import server, workload
+from compiler.errors import CamusError
+from compiler.rules import parse_rules
+from compiler.semantics import outcome
+from compiler.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "p4" / "dns" / "dns.p4"
