@@ -56,7 +56,8 @@ def summary(demo: Demo) -> str:
                      f"{f['unanswered']:5} {load:>18}   {lat['switch']:>31} {lat['server']:>20}")
     cache, base = (len(demo.runs[m].server_log) for m in MODES)
     if base:
-        lines.append(f"server load with the switch's answers: {cache}/{base} queries = {cache / base:.1%} of the baseline's")
+        lines.append(f"server load with the switch's answers: {cache}/{base} queries = "
+                     f"{cache / base:.1%} of the baseline's")
     problems = [f"{m}: {p}" for m in MODES for p in demo.runs[m].failures()]
     if problems:
         lines.append(f"FAILED: {len(problems)} problems")
