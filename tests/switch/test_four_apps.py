@@ -358,7 +358,11 @@ def test_switch_serve_runs_the_combined_program_and_a_push_changes_one_applicati
         finally:
             client.close()
         changed_keys = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-        assert changed_keys and {k[0] for k in changed_keys} <= {"dns_name"}, changed_keys
+        # Only the DNS application's tables changed on the switch (dns.p4 declares actions,
+        # so its rules are recompiled whole: its state ids may move, within its tables).
+        assert changed_keys and all(k[0].startswith("dns_") for k in changed_keys), changed_keys
+        assert {k for k in before if not k[0].startswith("dns_")} == \
+            {k for k in after if not k[0].startswith("dns_")}
         _exchange(board(dns_=changed["dns"]), ingress, socks, mixed_stream(6, 60))
     finally:
         proc.send_signal(signal.SIGTERM)
