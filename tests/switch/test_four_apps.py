@@ -406,3 +406,25 @@ def test_bad_routes_are_refused_at_their_line_and_column(text, where):
 def test_app_option():
     assert AppSource.parse("dns=p4/dns/dns.p4:r.txt") == AppSource("dns", "p4/dns/dns.p4", "r.txt")
     assert AppSource.parse("dns=p4/dns/dns.p4") == AppSource("dns", "p4/dns/dns.p4", None)
+
+
+def test_camus_compile_p4_for_itch_int_and_ip_and_its_refusal_with_dns(tmp_path):
+    """The program without DNS is P4 that p4c compiles (where p4c is installed); with DNS,
+    --p4 is refused as for one IR 5 application."""
+    import shutil
+
+    base = ["compile", "--ipv4", str(ROOT / "examples/four_apps/routes.txt"), "--p4"]
+    apps = [a for app in ("itch", "int") for a in
+            ("--app", f"{app}={SPECS[app]}:{ROOT / 'examples/four_apps' / f'{app}.rules'}")]
+    r = subprocess.run(camus(*base, *apps, "--out", str(tmp_path / "p4")), capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(camus(*base, *apps, "--app", f"dns={SPECS['dns']}", "--out",
+                             str(tmp_path / "dns")), capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and "--p4: the P4 program does not run actions" in r.stderr
+    if shutil.which("p4c-bm2-ss") is None:
+        pytest.skip("p4c-bm2-ss is not on PATH: the program was written, not compiled")
+    p4c = subprocess.run(["p4c-bm2-ss", "program.p4", "-o", "program.json"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path / "p4")
+    assert p4c.returncode == 0 and "warning" not in p4c.stderr.lower(), p4c.stderr
