@@ -29,10 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's camus, not an installed one
-sys.path.insert(0, str(ROOT / "tests" / "switch"))
 
-from four_apps_helpers import (DNS_RULES, INT_RULES, ITCH_RULES, ROUTES, board,  # noqa: E402
-                               mixed_stream)
+from tests.switch.four_apps_helpers import (DNS_RULES, INT_RULES, ITCH_RULES,  # noqa: E402
+                                            ROUTES, board, mixed_stream)
 from switch.dataplane import new  # noqa: E402
 
 IN_PORT = 20
