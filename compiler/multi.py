@@ -24,12 +24,12 @@ from pathlib import Path
 from compiler import lowering
 from compiler.compile import compile_rules
 from compiler.errors import CamusError
-from compiler.incremental import Incremental, rule_key
+# The incremental compiler's document diff: compiler may not import controller.diff.
+from compiler.incremental import Incremental, _doc_diff as diff, rule_key
 from compiler.routes import Route, parse_routes, route_entries
 from compiler.rules import parse_rules
 from compiler.spec import Spec, parse_spec
 from compiler.ast import Rule
-from p4rt.entry_key import entry_key
 from pipeline.changes import Changes
 from pipeline.entries import ENTRIES_VERSION
 from pipeline.model import IPV4_TABLE, Pipeline
@@ -177,8 +177,10 @@ class Switchboard:
 
     def set_routes(self, routes: Sequence[Route]) -> Changes:
         """The routes become `routes`: writes to the IPv4 table only."""
-        step = diff({"table_entries": route_entries(self.routes, self.pipeline.ipv4_table)},
-                    {"table_entries": route_entries(routes, self.pipeline.ipv4_table)})
+        step = diff({"table_entries": route_entries(self.routes, self.pipeline.ipv4_table),
+                     "multicast_groups": []},
+                    {"table_entries": route_entries(routes, self.pipeline.ipv4_table),
+                     "multicast_groups": []})
         self.routes = list(routes)
         return step
 
@@ -186,34 +188,19 @@ class Switchboard:
         tables, group = self.owned(name)
         stray = {e["table"] for e in (*step.insert, *step.modify, *step.delete)} - tables
         groups = (set(step.set_groups) | set(step.delete_groups)) - {group}
-        if stray or groups or step.reset_cells and any(
-                self.pipeline.application_of(r) for r, _, _ in step.reset_cells):
+        state = self._app(name).application.state
+        registers = {r for v in state.vars for r in v.registers} if state else set()
+        cells = {r for r, _, _ in step.reset_cells} - registers
+        if stray or groups or cells:
             raise AssertionError(f"a change to {name!r} would write outside its tables: "
-                                 f"{sorted(stray)}, groups {sorted(groups)}")
+                                 f"{sorted(stray)}, groups {sorted(groups)}, registers "
+                                 f"{sorted(cells)}")
 
     def _app(self, name: str) -> _App:
         if name not in self.apps:
             raise CamusError(f"no application named {name!r} (there are: "
                              f"{', '.join(self.apps)})")
         return self.apps[name]
-
-
-def diff(old: dict, new: dict) -> Changes:
-    """The writes from entries `old` to `new` (tables and multicast groups), by entry key."""
-    have = {entry_key(e): e for e in old.get("table_entries", ())}
-    want = {entry_key(e): e for e in new.get("table_entries", ())}
-    out = Changes()
-    out.delete = [e for k, e in have.items() if k not in want]
-    out.insert = [e for k, e in want.items() if k not in have]
-    out.modify = [e for k, e in want.items() if k in have and (
-        e["action"], e.get("params", {})) != (have[k]["action"], have[k].get("params", {}))]
-    g_old = {g["id"]: tuple((r["port"], r["rid"]) for r in g["replicas"])
-             for g in old.get("multicast_groups", ())}
-    g_new = {g["id"]: tuple((r["port"], r["rid"]) for r in g["replicas"])
-             for g in new.get("multicast_groups", ())}
-    out.set_groups = {g: r for g, r in g_new.items() if g_old.get(g) != r}
-    out.delete_groups = sorted(g for g in g_old if g not in g_new)
-    return out
 
 
 def _read(path: str) -> str:
@@ -223,4 +210,4 @@ def _read(path: str) -> str:
         raise CamusError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-__all__ = ["AppSource", "Switchboard", "diff", "IPV4_TABLE"]
+__all__ = ["AppSource", "Switchboard", "IPV4_TABLE"]

@@ -19,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from controller.diff import apply_steps, diff, patch
 from p4rt.entry_key import entry_key
 from pipeline.model import PipelineError
 from switch.dataplane import new
+from tests.p4runtime.p4runtime_helpers import read_until_ready
 
 from four_apps_helpers import (DNS_RULES, INT_RULES, ITCH_RULES, NAMES, ROOT, ROUTES, SPECS,
                                STOCKS, board, check, expected, mixed_stream, observed)
@@ -268,20 +268,6 @@ def test_camus_compile_refuses_with_a_reason(tmp_path, args, message):
     assert "Traceback" not in r.stderr
 
 
-def _ready(proc: subprocess.Popen) -> str:
-    watchdog = threading.Timer(60, proc.kill)
-    watchdog.start()
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line.strip())
-            if lines[-1] == "ready":
-                return "\n".join(lines)
-    finally:
-        watchdog.cancel()
-    raise AssertionError(f"switch did not become ready: {lines} {proc.stderr.read()}")
-
-
 def _exchange(b: Switchboard, ingress, socks: dict, stream) -> None:
     """Each frame in turn through the serving switch, its copies against the references."""
     by_fd = {s.fileno(): (p, s) for p, s in socks.items()}
@@ -335,7 +321,7 @@ def test_switch_serve_runs_the_combined_program_and_a_push_changes_one_applicati
     proc = subprocess.Popen(camus(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT)
     try:
-        lines = _ready(proc)
+        lines = "\n".join(read_until_ready(proc))
         target = re.search(r"^p4runtime (\S+)", lines, re.M).group(1)
         host, port = re.search(r"^port 20: udp (\S+):(\d+)$", lines, re.M).groups()
         ingress = (host, int(port))
