@@ -173,7 +173,8 @@ def cmd_compile_apps(args) -> int:
                   file=sys.stderr)
             return 2
     try:
-        board = Switchboard.from_sources([AppSource.parse(a) for a in args.app], args.ipv4)
+        board = Switchboard.from_sources([AppSource.parse(a) for a in args.app], args.ipv4,
+                                         lambda path: _read_text(Path(path)))
         for text in ([args.changes] if args.changes else []):
             name, eq, path = text.partition("=")
             if not eq:

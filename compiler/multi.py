@@ -17,7 +17,7 @@ group before they are returned: a write elsewhere would be a compiler bug, raise
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +90,11 @@ class Switchboard:
         self.routes = list(routes)
 
     @classmethod
-    def from_sources(cls, sources: Sequence[AppSource], routes_path: str | None = None
-                     ) -> Switchboard:
+    def from_sources(cls, sources: Sequence[AppSource], routes_path: str | None = None,
+                     read: Callable[[str], str] | None = None) -> Switchboard:
+        """The applications of `sources` and the routes file; `read` reads a file's text
+        (the command line's reports bytes that are not UTF-8 at their line and column)."""
+        _read = read or _read_file
         apps: dict[str, tuple[Spec, list[Rule]]] = {}
         for s in sources:
             if s.name in apps:
@@ -203,7 +206,7 @@ class Switchboard:
         return self.apps[name]
 
 
-def _read(path: str) -> str:
+def _read_file(path: str) -> str:
     try:
         return Path(path).read_text()
     except OSError as exc:

@@ -253,6 +253,8 @@ def test_camus_compile_with_several_applications(tmp_path):
     (["--app", "a=p4/int/int.p4", "--app", "b=p4/int/int.p4"], "share a UDP port"),
     (["--app", "a=p4/int/int.p4", "--ipv4", "ROUTES"], "ROUTES:2:10: prefix length '33'"),
     (["--app", "a=p4/int/int.p4", "--changes", "b=x"], "no application named 'b'"),
+    (["--app", "a=p4/int/int.p4:BAD"], "BAD:2:15: unexpected"),
+    (["--app", "a=p4/int/int.p4:BAD", "--app", "b=p4/dns/dns.p4"], "BAD:2:15: unexpected"),
     (["--ipv4", "ROUTES"], "--ipv4 goes with --app"),
     (["--app", "a=p4/int/int.p4", "--lanes", "2"], "--lanes compiles one application"),
     (["p4/int/int.p4", "--app", "a=p4/int/int.p4"], "--app replaces SPEC RULES"),
@@ -260,8 +262,10 @@ def test_camus_compile_with_several_applications(tmp_path):
 def test_camus_compile_refuses_with_a_reason(tmp_path, args, message):
     routes = tmp_path / "routes"
     routes.write_text("10.0.0.0/8 1\n10.0.0.0/33 2\n")
-    args = [str(routes) if a == "ROUTES" else a for a in args]
-    message = message.replace("ROUTES", str(routes))
+    bad = tmp_path / "bad.rules"
+    bad.write_text("hop_latency > 5 : fwd(1)\nhop_latency > : fwd(2)\n")
+    args = [a.replace("ROUTES", str(routes)).replace("BAD", str(bad)) for a in args]
+    message = message.replace("ROUTES", str(routes)).replace("BAD", str(bad))
     r = subprocess.run(camus("compile", "--out", str(tmp_path / "o"), *args),
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and message in r.stderr, r.stderr
