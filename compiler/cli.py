@@ -41,7 +41,8 @@ def register(sub) -> None:
                         "'- RULE' removes one equal to it; each change's time and writes are "
                         "printed, and the outputs are those of the final rule set (identical "
                         "to compiling it from scratch, but that stateful rules keep the "
-                        "register banks and cells they were given when added)")
+                        "register banks and cells they were given when added); with --app, "
+                        "NAME=FILE: the changes are to application NAME")
     p.add_argument("--lanes", metavar="auto|N", default=None,
                    help="split the rules into up to N groups compiled into separate diagrams "
                         "whose port bitmaps are OR-ed (rules on independent fields: the sum of "
