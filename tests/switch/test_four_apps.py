@@ -218,7 +218,7 @@ def camus(*args: str) -> list[str]:
 def compile_dir(tmp: Path, out: Path, rules: dict[str, str], routes: str = ROUTES) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     args = ["compile", "--out", str(out)]
-    for app in APPS:
+    for app in rules:
         (tmp / f"{app}.rules").write_text(rules[app])
         args += ["--app", f"{app}={SPECS[app]}:{tmp / f'{app}.rules'}"]
     (tmp / "routes.txt").write_text(routes)
@@ -418,3 +418,33 @@ def test_camus_compile_p4_for_itch_int_and_ip_and_its_refusal_with_dns(tmp_path)
     p4c = subprocess.run(["p4c-bm2-ss", "program.p4", "-o", "program.json"],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path / "p4")
     assert p4c.returncode == 0 and "warning" not in p4c.stderr.lower(), p4c.stderr
+
+
+def test_switch_serve_native_runs_itch_int_and_ip(tmp_path):
+    compile_dir(tmp_path / "in", tmp_path / "out", {"itch": ITCH_RULES, "int": INT_RULES})
+    socks = {}
+    for p in range(1, 10):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        socks[p] = s
+    args = ["switch", "serve", "--pipeline", str(tmp_path / "out"), "--p4runtime", "none",
+            "--ingress", "20=udp:127.0.0.1:0"]
+    for p, s in socks.items():
+        args += ["--port", f"{p}=udp:127.0.0.1:{s.getsockname()[1]}"]
+    proc = subprocess.Popen(camus(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    try:
+        lines = "\n".join(read_until_ready(proc))
+        host, port = re.search(r"^port 20: udp (\S+):(\d+)$", lines, re.M).groups()
+        stream = [x for x in mixed_stream(7, 80) if x[0] != "dns"]
+        _exchange(board(dns_=None), (host, int(port)), socks, stream)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        for s in socks.values():
+            s.close()
+    assert proc.returncode == 0, err
