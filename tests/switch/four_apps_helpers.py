@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import struct
+from pathlib import Path
 
 import dns.message
 import dns.name
@@ -28,8 +29,7 @@ from compiler.multi import Switchboard
 from compiler.routes import lookup, parse_routes
 from compiler.rules import parse_rules
 from compiler.semantics import evaluate, outcome
-from compiler.spec import load_spec
-from pathlib import Path
+from compiler.spec import parse_spec
 from switch.packet import mold_payload, read_mold, read_udp, udp_frame
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,8 +68,6 @@ ROUTES = """\
 def board(itch: str = ITCH_RULES, int_: str = INT_RULES, dns_: str | None = DNS_RULES,
           routes: str = ROUTES) -> Switchboard:
     """The applications (dns_ None: without DNS, which the native switch does not run)."""
-    from compiler.spec import parse_spec
-
     texts = {"itch": itch, "int": int_, "dns": dns_}
     apps = {}
     for name, text in texts.items():
@@ -240,7 +238,3 @@ def check(b: Switchboard, dp, stream: list[tuple[str, bytes]]) -> dict[str, int]
             assert observed(b, kind, frame, got) == want, (i, kind)
         counts[kind] = counts.get(kind, 0) + bool(want)
     return counts
-
-
-def load_spec_named(name: str):
-    return load_spec(SPECS[name])

@@ -12,6 +12,7 @@ a program with DNS (docs/actions.md, "Targets").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import select
@@ -299,6 +300,39 @@ def _exchange(b: Switchboard, ingress, socks: dict, stream) -> None:
         sender.close()
 
 
+@contextlib.contextmanager
+def serving(directory: Path, *options: str):
+    """`camus switch serve` on `directory` with ports 1..9 bound to sockets here and port 20
+    (IN_PORT) both the ingress and a socket here (answerDNS answers out of it): yields its
+    ready lines, the sockets by port and the ingress address; stopped by SIGTERM after."""
+    socks = {}
+    for p in (*range(1, 10), 20):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        socks[p] = s
+    args = ["switch", "serve", "--pipeline", str(directory), *options,
+            "--ingress", "20=udp:127.0.0.1:0"]
+    for p, s in socks.items():
+        args += ["--port", f"{p}=udp:127.0.0.1:{s.getsockname()[1]}"]
+    proc = subprocess.Popen(camus(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    try:
+        lines = "\n".join(read_until_ready(proc))
+        host, port = re.search(r"^port 20: udp (\S+):(\d+)$", lines, re.M).groups()
+        yield lines, socks, (host, int(port))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        print(out, err)  # shown by pytest if the test failed
+        for s in socks.values():
+            s.close()
+    assert proc.returncode == 0, err
+
+
 def test_switch_serve_runs_the_combined_program_and_a_push_changes_one_application(tmp_path):
     from controller.p4runtime_client import P4RuntimeClient
     from controller.push import read_state
@@ -310,25 +344,9 @@ def test_switch_serve_runs_the_combined_program_and_a_push_changes_one_applicati
                                                 '"web" : answerDNS(10.0.0.81)')
                    + 'name == "db" : answerDNS(10.0.0.9)\n')
     compile_dir(tmp_path / "in2", tmp_path / "new", changed)
-    socks = {}
-    for p in range(1, 10):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("127.0.0.1", 0))
-        socks[p] = s
-    answers = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    answers.bind(("127.0.0.1", 0))
-    socks[20] = answers  # IN_PORT: where answerDNS sends its answers
-    args = ["switch", "serve", "--impl", "python", "--pipeline", str(tmp_path / "old"),
-            "--p4runtime", "127.0.0.1:0", "--ingress", "20=udp:127.0.0.1:0"]
-    for p, s in socks.items():
-        args += ["--port", f"{p}=udp:127.0.0.1:{s.getsockname()[1]}"]
-    proc = subprocess.Popen(camus(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT)
-    try:
-        lines = "\n".join(read_until_ready(proc))
+    with serving(tmp_path / "old", "--impl", "python", "--p4runtime", "127.0.0.1:0") as (
+            lines, socks, ingress):
         target = re.search(r"^p4runtime (\S+)", lines, re.M).group(1)
-        host, port = re.search(r"^port 20: udp (\S+):(\d+)$", lines, re.M).groups()
-        ingress = (host, int(port))
         _exchange(board(), ingress, socks, mixed_stream(5, 60))
 
         client = P4RuntimeClient.primary(target, election_id=2)
@@ -354,17 +372,13 @@ def test_switch_serve_runs_the_combined_program_and_a_push_changes_one_applicati
         assert {k for k in before if not k[0].startswith("dns_")} == \
             {k for k in after if not k[0].startswith("dns_")}
         _exchange(board(dns_=changed["dns"]), ingress, socks, mixed_stream(6, 60))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        print(out, err)
-        for s in socks.values():
-            s.close()
-    assert proc.returncode == 0, err
+
+
+def test_switch_serve_native_runs_itch_int_and_ip(tmp_path):
+    compile_dir(tmp_path / "in", tmp_path / "out", {"itch": ITCH_RULES, "int": INT_RULES})
+    with serving(tmp_path / "out", "--p4runtime", "none") as (_, socks, ingress):
+        stream = [x for x in mixed_stream(7, 80) if x[0] != "dns"]
+        _exchange(board(dns_=None), ingress, socks, stream)
 
 
 def test_the_routes_reference_by_hand():
@@ -418,33 +432,3 @@ def test_camus_compile_p4_for_itch_int_and_ip_and_its_refusal_with_dns(tmp_path)
     p4c = subprocess.run(["p4c-bm2-ss", "program.p4", "-o", "program.json"],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path / "p4")
     assert p4c.returncode == 0 and "warning" not in p4c.stderr.lower(), p4c.stderr
-
-
-def test_switch_serve_native_runs_itch_int_and_ip(tmp_path):
-    compile_dir(tmp_path / "in", tmp_path / "out", {"itch": ITCH_RULES, "int": INT_RULES})
-    socks = {}
-    for p in range(1, 10):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("127.0.0.1", 0))
-        socks[p] = s
-    args = ["switch", "serve", "--pipeline", str(tmp_path / "out"), "--p4runtime", "none",
-            "--ingress", "20=udp:127.0.0.1:0"]
-    for p, s in socks.items():
-        args += ["--port", f"{p}=udp:127.0.0.1:{s.getsockname()[1]}"]
-    proc = subprocess.Popen(camus(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT)
-    try:
-        lines = "\n".join(read_until_ready(proc))
-        host, port = re.search(r"^port 20: udp (\S+):(\d+)$", lines, re.M).groups()
-        stream = [x for x in mixed_stream(7, 80) if x[0] != "dns"]
-        _exchange(board(dns_=None), (host, int(port)), socks, stream)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        for s in socks.values():
-            s.close()
-    assert proc.returncode == 0, err
