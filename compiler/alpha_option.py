@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.approximate import approximate_rules
-from compiler.ast import Rule
-from compiler.errors import CamusError
+from compiler.ast import Rule, state_atoms
+from compiler.errors import CamusError, StateError
 from compiler.spec import Spec
 
 
@@ -49,9 +49,18 @@ def _positive(text: str, what: str) -> int:
     return n
 
 
-def apply(rules: Sequence[Rule], text: str | None, spec: Spec) -> list[Rule]:
-    """The rules approximated as `--alpha text` says (unchanged without it)."""
+def apply(rules: Sequence[Rule], text: str | None, spec: Spec,
+          source: str | None = None) -> list[Rule]:
+    """The rules approximated as `--alpha text` says (unchanged without it). A stateful rule
+    is refused: a wider filter is a wider scope, whose state would count other packets, so
+    the result would be no superset of the rule."""
     if text is None:
         return list(rules)
+    for r in rules:
+        if r.updates or state_atoms(r.filter):
+            raise StateError("--alpha widens filters, which for a stateful rule changes which "
+                             "packets its state counts (no longer a superset of the rule): "
+                             "compile stateful rules without --alpha", r.line or None, 1,
+                             source)
     return approximate_rules(list(rules), parse_alpha(text, spec))
 

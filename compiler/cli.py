@@ -33,7 +33,8 @@ def register(sub) -> None:
                    help="then apply FILE's changes in turn, one a line: '+ RULE' adds a rule, "
                         "'- RULE' removes one equal to it; each change's time and writes are "
                         "printed, and the outputs are those of the final rule set (identical "
-                        "to compiling it from scratch)")
+                        "to compiling it from scratch, but that stateful rules keep the "
+                        "register banks and cells they were given when added)")
     p.add_argument("--lanes", metavar="auto|N", default=None,
                    help="split the rules into up to N groups compiled into separate diagrams "
                         "whose port bitmaps are OR-ed (rules on independent fields: the sum of "
@@ -49,7 +50,11 @@ def register(sub) -> None:
     e = sub.add_parser("eval", help="run compiled tables on JSON-lines messages from stdin",
                        description="Read one JSON object per line on stdin (field -> value; "
                                    "strings for character fields) and print, per line, the "
-                                   "sorted JSON list of ports the compiled tables select.")
+                                   "sorted JSON list of ports the compiled tables select. "
+                                   "With state, the messages are a timed sequence: \"@ts\" "
+                                   "is a message's time in microseconds (required unless the "
+                                   "spec declares query_timestamp), \"@length\" its length "
+                                   "in bytes (default: the spec's message size).")
     e.add_argument("--pipeline", required=True, help="directory written by camus compile")
     e.add_argument("--app", help="application name (default: the only one)")
     e.set_defaults(func=cmd_eval)
@@ -61,7 +66,6 @@ def cmd_compile(args) -> int:
     from compiler.dot import render
     from compiler.rules import parse_rules
     from compiler.spec import parse_spec
-    from compiler.state import refuse_state
 
     try:
         spec = parse_spec(_read_text(Path(args.spec)), name=Path(args.spec).stem, source=args.spec)
@@ -71,8 +75,7 @@ def cmd_compile(args) -> int:
             text, source = _read_text(Path(args.rules)), args.rules
         with no_cyclic_gc():
             rules = parse_rules(text, spec, source=source)
-            refuse_state(spec, rules, source)  # before --alpha, which knows no state either
-            rules = alpha_option.apply(rules, args.alpha, spec)
+            rules = alpha_option.apply(rules, args.alpha, spec, source)
         order = [f.strip() for f in args.field_order.split(",")] if args.field_order else None
         from compiler.estimate import DEFAULT_MAX_ENTRIES
 
@@ -134,7 +137,6 @@ def read_changes(path: Path, spec) -> list[tuple[int, int, list]]:
     """(line, +1 or -1, rules) per change line of a --changes file; errors name the line and
     column in that file, and nothing is applied if any line is wrong."""
     from compiler.rules import parse_rules
-    from compiler.state import refuse_state
 
     text = _read_text(path)
     lines = text.split("\n")
@@ -152,7 +154,6 @@ def read_changes(path: Path, spec) -> list[tuple[int, int, list]]:
         i = len(line) - len(body)
         blanked.append(line[:i] + " " + line[i + 1:])  # the rule keeps its columns
     rules = parse_rules("\n".join(blanked), spec, source=str(path))
-    refuse_state(spec, rules, str(path))
     by_line: dict[int, list] = {}
     for r in rules:
         by_line.setdefault(r.line, []).append(r)
@@ -200,11 +201,13 @@ def apply_changes(spec, rules, changes, order, static, source: str | None = None
             if step.rebuilt else ""
         if step.resized:
             what += "the state ids' or port bitmaps' width changed (so did the program), "
+        resets = (f", {sum(c for _, _, c in step.reset_cells)} register cells zeroed"
+                  if step.reset_cells else "")
         print(f"change {len(times)} (line {n}, {'+' if sign > 0 else '-'}): {what}"
               f"{len(step.insert)} inserts, {len(step.modify)} modifies, "
               f"{len(step.delete)} deletes, {len(step.set_groups)} groups set, "
-              f"{len(step.delete_groups)} groups deleted in {step.seconds * 1e3:.2f} ms",
-              file=sys.stderr)
+              f"{len(step.delete_groups)} groups deleted{resets} in "
+              f"{step.seconds * 1e3:.2f} ms", file=sys.stderr)
     _within(inc, max_entries, "the rules after the changes")
     stats = inc.stats()
     if times:
@@ -299,12 +302,39 @@ def cmd_eval(args) -> int:
             message = json.loads(line)
             if not isinstance(message, dict):
                 raise ValueError("expected a JSON object")
+            timing = {k: message.pop(k) for k in ("@ts", "@length") if k in message}
             values = message_values(app, message)
+            if values is None:
+                ports = []
+            elif app.state is None:
+                if timing:
+                    raise ValueError(f"{', '.join(timing)}: this application has no state")
+                ports = sorted(tables.ports(app, values))
+            else:
+                ts, length = _timing(app, timing)
+                ports = sorted(tables.ports_at(app, values, ts, length))
         except ValueError as exc:
             print(f"camus eval: line {lineno}: {exc}", file=sys.stderr)
             print("null", flush=True)
             status = 1
             continue
-        ports = sorted(tables.ports(app, values)) if values is not None else []
         print(json.dumps(ports), flush=True)
     return status
+
+
+def _timing(app, timing: dict) -> tuple[int, int | None]:
+    """A message's "@ts" (µs, 48 bits) and "@length" (bytes), checked."""
+    from pipeline.model import TIMESTAMP_WIDTH
+
+    ts = timing.get("@ts")
+    if ts is None:
+        if app.state.timestamp is None:
+            raise ValueError('"@ts" (the message\'s time in µs) is required: the application '
+                             'has state and its spec declares no query_timestamp')
+        ts = 0  # not read: the time field is
+    if type(ts) is not int or not 0 <= ts < 1 << TIMESTAMP_WIDTH:
+        raise ValueError(f'"@ts" must be an integer number of µs below 2^48, not {ts!r}')
+    length = timing.get("@length")
+    if length is not None and (type(length) is not int or not 0 <= length <= 0xFFFF):
+        raise ValueError(f'"@length" must be 0..65535 bytes, not {length!r}')
+    return ts, length

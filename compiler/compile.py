@@ -386,13 +386,36 @@ def check_size(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | N
     go through compile_rules (`--changes`), found as compile_rules finds it: the estimate
     when it fits, else a trial build (`Trial`); returns the estimate."""
     with deep_recursion():
-        items = [(conj, r.ports) for r in rules for conj in normal_form(r.filter, r.line)]
+        items = _items(spec, rules)
         fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
         predicted = _estimate([c for c, _ in items], fields)
     if max_entries and predicted.entries > max_entries:
         with no_cyclic_gc():
             compile_rules(spec, rules, field_order, static=static, max_entries=max_entries)
     return predicted
+
+
+def _without_state(rules: Sequence[Rule]) -> list[Rule]:
+    """The rules with each stateful one as its pseudo-rules (stateless filters): what an
+    explanation of the diagram's size reads."""
+    out: list[Rule] = []
+    for r in rules:
+        out += stateful_mod.compile_rule(r, 0).pseudo if stateful_mod.stateful(r) else [r]
+    return out
+
+
+def _items(spec: Spec, rules: Sequence[Rule]) -> list:
+    """The diagram's items of `rules`, stateful ones as their pseudo-rules."""
+    if not spec.state_vars:
+        return [(conj, r.ports) for r in rules for conj in normal_form(r.filter, r.line)]
+    st = stateful_mod.State(spec)
+    out = []
+    for r in rules:
+        if stateful_mod.stateful(r):
+            out += stateful_mod.items(st.add(r))
+        else:
+            out += [(conj, r.ports) for conj in normal_form(r.filter, r.line)]
+    return out
 
 
 def _estimate(conjs: list, fields) -> estimate.Estimate:
@@ -435,7 +458,7 @@ def _too_large(items, rules: Sequence[Rule], fields, max_entries: int,
                 f"{_trial_outcome(counted, None)} (the estimate: about "
                 f"{predicted.entries:,}).")
     conjs, lines = [], []  # a wide filter's atoms each count as one (who uses a field)
-    for r in rules:
+    for r in _without_state(rules):
         for c in sizing(normal_form(r.filter, r.line)):
             conjs.append(c)
             lines.append(r.line)
@@ -480,6 +503,8 @@ def _alpha_that_fits(rules: Sequence[Rule], fields, max_entries: int) -> estimat
     none up to 10^6 does."""
     from compiler.approximate import approximate_rules
 
+    if any(stateful_mod.stateful(r) for r in rules):
+        return None  # --alpha takes no stateful rule (compiler.alpha_option)
     for alpha in (10, 100, 1000, 10_000, 100_000, 1_000_000):
         guess = _estimate([c for r in approximate_rules(list(rules), alpha)
                            for c in normal_form(r.filter, r.line)], fields)

@@ -22,6 +22,11 @@ Counters (`counters()`) are a dict:
    "drops": {"malformed": n, "truncated": n, "oversized": n, "no_route": n}}
 A stage, default, leaf or egress table counts one lookup per message (egress: per copy); the
 IPv4 table one per packet it forwards or fails to forward.
+
+State (IR 4, docs/pipeline-ir.md "State"): a packet's time is the `ts_us` given to `process`
+(microseconds; a pcap record's time, a broker record's timestamp) or, when none is given,
+the implementation's clock; `reset_cells` zeroes register cells (a change's
+`reset_cells`), `read_cell` reads one. Only the Python implementation runs state so far.
 """
 
 from __future__ import annotations
@@ -135,8 +140,41 @@ class DataPlane(abc.ABC):
     # ---- data ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def process(self, packet: bytes, in_port: int) -> Output:
-        """Run one frame through the pipeline; return its (egress_port, frame) copies."""
+    def process(self, packet: bytes, in_port: int, ts_us: int | None = None) -> Output:
+        """Run one frame through the pipeline; return its (egress_port, frame) copies.
+        `ts_us`: the frame's time in µs (state only; None: the implementation's clock)."""
+
+    # ---- control: registers (IR 4) ------------------------------------------------------
+
+    def reset_cells(self, cells: tuple[str, int, int]) -> None:
+        """Zero cells first..first+count-1 of a register: `(register, first, count)`, as
+        `Changes.steps()` gives a "reset_cells" step."""
+        register, first, count = cells
+        slots = self._register_slots(register)
+        if not (isinstance(first, int) and isinstance(count, int) and 0 <= first
+                and 0 <= count and first + count <= slots):
+            raise EntryError(f"register {register!r}: cells {first}..{first}+{count} are not "
+                             f"within its {slots} cells")
+        self._reset_cells(register, first, count)
+
+    def read_cell(self, register: str, index: int) -> int:
+        """One register cell (docs/pipeline-ir.md: tag, n and s packed)."""
+        if not 0 <= index < self._register_slots(register):
+            raise EntryError(f"register {register!r} has no cell {index}")
+        return self._read_cell(register, index)
+
+    def _register_slots(self, register: str) -> int:
+        for app in self.pipeline.applications:
+            for var in app.state.vars if app.state else ():
+                if register in var.registers:
+                    return var.slots
+        raise EntryError(f"no register named {register!r}")
+
+    def _reset_cells(self, register: str, first: int, count: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} holds no registers")
+
+    def _read_cell(self, register: str, index: int) -> int:
+        raise NotImplementedError(f"{type(self).__name__} holds no registers")
 
     def process_batch(self, packets: Sequence[bytes], in_port: int) -> list[Output]:
         """`process` over many frames arriving on one port; one output list per frame."""

@@ -99,6 +99,12 @@ class NativeDataPlane(DataPlane):
     def __init__(self, pipeline, **options: Any):
         native = load_native()  # ImportError naming the fix when missing or stale
         super().__init__(pipeline, **options)
+        stateful = [a.name for a in self.pipeline.applications if a.state]
+        if stateful:  # the state stages (IR 4) run in the Python switch only, for now
+            raise NotImplementedError(
+                f"application(s) {', '.join(stateful)} have state (camus_ir 4), which the "
+                f"native switch does not run yet: use the Python reference switch "
+                f"(impl='python', camus switch --impl python)")
         plan, self._index = plan_for(self.pipeline, self.max_frame)
         self._names = list(self._index)
         self._sw = native.Switch(json.dumps(plan))
@@ -129,8 +135,8 @@ class NativeDataPlane(DataPlane):
 
     # ---- data ----
 
-    def process(self, packet: bytes, in_port: int) -> Output:
-        return self._sw.process(bytes(packet), in_port)
+    def process(self, packet: bytes, in_port: int, ts_us: int | None = None) -> Output:
+        return self._sw.process(bytes(packet), in_port)  # no state here: no time to read
 
     def process_batch(self, packets: Sequence[bytes], in_port: int) -> list[Output]:
         buf, records = self.process_packed(*pack(packets), in_port)

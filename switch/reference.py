@@ -13,11 +13,17 @@ replica selected by at least one message gets one copy holding exactly its messa
 table. Frames that are not subscription traffic, or whose messages no rule selected, are
 forwarded unchanged by IPv4 longest-prefix match. Bad frames are dropped and counted by
 reason; no input raises.
+
+State (IR 4): a message whose walk decides `stateful(ctx)` runs the state stages
+(`pipeline.interpreter.Tables.process`) at the frame's time (`ts_us`, or this switch's clock:
+microseconds since it was made, as bmv2's ingress timestamp) with its length (the MoldUDP64
+block's, or the UDP payload's for single framing); the messages of one frame in order.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -77,6 +83,7 @@ class ReferenceDataPlane(DataPlane):
     def __init__(self, pipeline, **options: Any):
         super().__init__(pipeline, **options)
         self._tables = _CountingTables(self.pipeline)
+        self._started = time.monotonic_ns()
         self.reset_counters()
 
     # ---- hooks ----
@@ -92,6 +99,12 @@ class ReferenceDataPlane(DataPlane):
 
     def _uninstall_group(self, group_id) -> None:
         del self._tables.groups[group_id]
+
+    def _reset_cells(self, register: str, first: int, count: int) -> None:
+        self._tables.reset_cells(register, first, count)
+
+    def _read_cell(self, register: str, index: int) -> int:
+        return self._tables.registers[register].get(index, 0)
 
     # ---- counters ----
 
@@ -113,10 +126,15 @@ class ReferenceDataPlane(DataPlane):
 
     # ---- packets ----
 
-    def process(self, packet: bytes, in_port: int) -> Output:
+    def process(self, packet: bytes, in_port: int, ts_us: int | None = None) -> Output:
         packet = bytes(packet)
         if not 0 <= in_port <= 0xFFFFFFFF:  # ports are 32-bit: refused as the native one does
             raise OverflowError(f"ingress port {in_port} is not a 32-bit port number")
+        if ts_us is None:
+            ts_us = (time.monotonic_ns() - self._started) // 1000
+        elif not isinstance(ts_us, int) or ts_us < 0:
+            raise ValueError(f"a frame's time is a non-negative number of µs, not {ts_us!r}")
+        self._ts_us = ts_us & ((1 << 48) - 1)
         self._rx[in_port] += 1
         try:
             out = self._forward(packet)
@@ -195,6 +213,9 @@ class ReferenceDataPlane(DataPlane):
             return ()
         if app.type_field is not None and extract(message, app.type_field) not in app.types:
             return ()
+        if app.state is not None:
+            return self._tables.process(app, lambda f: extract(message, f), self._ts_us,
+                                        len(message))
         return self._tables.replicas_of(app, self._tables.decisions(app, lambda f: extract(message, f)))
 
     def _subscription(self, frame: bytes, app: Application, l4: int, start: int, end: int) -> Output:

@@ -145,3 +145,161 @@ def _carry(old: interpreter.Tables, new: interpreter.Tables) -> interpreter.Tabl
     with the rules)."""
     new.registers = old.registers
     return new
+
+
+# ---- refusals: what the machine model cannot hold, naming the rules ----------------------
+
+def spec_with(extra: str):
+    return parse_spec("""\
+header m { bit<8> k; bit<8> a; bit<16> b; }
+@pragma query_field_exact(m.k)
+@pragma query_field(m.a)
+@pragma query_counter(c, 10, 3)
+""" + extra)
+
+
+def test_more_rules_in_one_scope_than_banks_is_refused_naming_them():
+    spec = spec_with("@pragma query_banks(2)\n")
+    rs = parse_rules("c > 1 : fwd(1)\nk == 1 and c > 2 : fwd(2)\nc < 5 : fwd(3)", spec,
+                     source="r.rules")
+    with pytest.raises(StateError) as info:
+        compile_rules(spec, rs)
+    err = info.value
+    assert err.line == 3 and "2 banks" in err.message and "state c" in err.message
+    assert "line 1: c > 1 : fwd(1)" in err.message and "line 2: k == 1" in err.message
+    # rules whose scopes are disjoint share a bank
+    ok = parse_rules("k == 1 and c > 1 : fwd(1)\nk == 2 and c > 2 : fwd(2)\n"
+                     "k == 3 and c > 3 : fwd(3)", spec)
+    banks = {i["bank"] for i in compile_rules(spec, ok).entries["state_instances"]}
+    assert banks == {0}
+
+
+def test_incremental_refusal_leaves_the_rules_as_they_were():
+    from compiler.incremental import Incremental
+
+    spec = spec_with("@pragma query_banks(2)\n")
+    rs = parse_rules("c > 1 : fwd(1)\nk == 1 and c > 2 : fwd(2)\nc < 5 : fwd(3)", spec)
+    inc = Incremental(spec, rs[:2])
+    before = inc.entries()
+    with pytest.raises(StateError, match="2 banks"):
+        inc.add(rs[2])
+    assert inc.entries() == before and inc.current_rules() == rs[:2]
+    step = inc.remove(rs[0])  # its bank is free again
+    assert inc.add(rs[2]).insert and step.delete
+
+
+def test_slots_thresholds_and_combinations_are_refused_at_the_rule():
+    spec = spec_with("")
+    rs = parse_rules("c > 1 : fwd(1)\nc > 2 : fwd(2)\nk == 1 and c > 3 : fwd(3)\n"
+                     "c > 4 : fwd(4)", spec)
+    with pytest.raises(StateError, match="3 slots") as info:
+        compile_rules(spec, rs)
+    assert info.value.line == 4
+    many = " or ".join(f"c == {i}" for i in range(1, 11, 2))  # 10 thresholds on c
+    with pytest.raises(StateError, match="at most 8") as info:
+        compile_rules(spec, parse_rules(f"k == 1 : fwd(1)\n{many} : fwd(2)", spec))
+    assert info.value.line == 2
+    spec2 = parse_spec("""\
+header m { bit<8> k; bit<8> a; bit<16> b; }
+@pragma query_field(m.a)
+@pragma query_counter(c, 10, 8)
+@pragma query_counter(d, 10, 8)
+@pragma query_counter(e, 10, 8)
+""")
+    text = " and ".join(f"{s} in {{1, 3, 5}}" for s in "cde")  # 7^3 combinations
+    with pytest.raises(StateError, match="343 combinations"):
+        compile_rules(spec2, parse_rules(text + " : fwd(1)", spec2))
+
+
+def test_a_context_over_the_decide_budget_is_refused_naming_its_rules():
+    spec = parse_spec("""\
+header m { bit<8> k; bit<8> a; bit<16> b; }
+@pragma query_field(m.a)
+@pragma query_counter(c, 10, 16)
+@pragma query_banks(16)
+""")
+    rules = "\n".join(f"c in {{{i}, {i + 10}, {i + 20}}} : fwd({i})" for i in range(1, 6))
+    with pytest.raises(StateError, match="7 stateful|decide entries") as info:
+        compile_rules(spec, parse_rules(rules, spec))
+    assert "line 1: c in" in info.value.message
+
+
+# ---- time: the spec's query_timestamp --------------------------------------------------------
+
+def test_a_declared_time_field_is_the_messages_time_everywhere():
+    spec = parse_spec("""\
+header m { bit<8> k; bit<64> t; bit<8> a; }
+@pragma query_field(m.a)
+@pragma query_counter(c, 10, 8)
+@pragma query_timestamp(m.t, ns)
+""")
+    rules = parse_rules("c >= 2 : fwd(1)", spec)
+    ev = Evaluator(rules)
+    c = compile_rules(spec, rules)
+    tables, app = c.tables(), c.application
+    assert app.state.timestamp.unit == "ns"
+    # times in ns: windows of 10 µs; the packets' own ts_us (given as junk) is not read
+    seq = [(0, set()), (9_999, {1}), (10_000, set()), (19_999_999, set()),
+           (10_500, set()), (10_600, {1}),  # back to window 1: restarted there (out of order)
+           ((1 << 64) - 1, set()), ((1 << 64) - 2, {1})]  # 2^64 ns: µs kept to 48 bits
+    for i, (t_ns, want) in enumerate(seq):
+        values = {"m.t": t_ns, "m.a": 0}
+        assert ev.packet(Packet(777 * i, values)) == want, i
+        assert tables.ports_at(app, values, 777 * i) == want, i
+
+
+def test_query_timestamp_and_query_banks_errors_have_positions():
+    from compiler.errors import SpecError
+
+    base = "header m { bit<8> k; bit<64> t; }\n@pragma query_field(m.k)\n"
+    for extra, what in [("@pragma query_timestamp(m.t, s)", "ns, us or ms"),
+                        ("@pragma query_timestamp(m.x, ns)", "no field"),
+                        ("@pragma query_timestamp(m.t)", "a field and a unit"),
+                        ("@pragma query_timestamp(m.t, ns)\n@pragma query_timestamp(m.t, us)",
+                         "twice"),
+                        ("@pragma query_banks(0)", "1 .. 16"),
+                        ("@pragma query_banks(17)", "1 .. 16")]:
+        with pytest.raises(SpecError, match=what) as info:
+            parse_spec(base + extra + "\n")
+        assert info.value.line is not None and info.value.line >= 3, extra
+
+
+def test_camus_compile_and_eval_run_the_slides_rule_in_time(tmp_path):
+    # the ITCH spec with Fig. 4's counter and an average; the slides' rule; messages with
+    # their times ("@ts") through camus eval, against the evaluator
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec_text = (root / "p4" / "itch" / "itch.p4").read_text() + (
+        "@pragma query_counter(my_counter, 100, 1024)\n"
+        "@pragma query_average(itch_order.price, 1000, 64)\n")
+    (tmp_path / "itch.p4").write_text(spec_text)
+    rules_text = 'stock == "GOOGL" and avg(price) > 50 : fwd(1)\nmy_counter > 2 : fwd(2)\n'
+    (tmp_path / "r.rules").write_text(rules_text)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    r = subprocess.run([sys.executable, "-m", "camus", "compile", "itch.p4", "r.rules", "--out",
+                        "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    rng = random.Random(5)
+    messages = []
+    for i in range(40):
+        messages.append({"stock": rng.choice(["GOOGL", "MSFT"]), "price": rng.choice([20, 60, 90]),
+                         "@ts": i * 37})
+    lines = "\n".join(json.dumps(m) for m in messages) + "\n" + '{"price": 1}\n'
+    r = subprocess.run([sys.executable, "-m", "camus", "eval", "--pipeline", "out"],
+                       input=lines, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env=env)
+    spec = parse_spec(spec_text, name="itch")
+    ev = Evaluator(parse_rules(rules_text, spec))
+    want = []
+    for m in messages:
+        values = {"itch_order.stock": int.from_bytes(m["stock"].encode().ljust(8), "big"),
+                  "itch_order.price": m["price"]}
+        want.append(sorted(ev.packet(Packet(m["@ts"], values))))
+    out = r.stdout.splitlines()
+    assert [json.loads(x) for x in out[:-1]] == want and any(want)
+    assert out[-1] == "null" and '"@ts"' in r.stderr and r.returncode == 1

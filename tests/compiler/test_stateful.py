@@ -1,11 +1,12 @@
 """Stateful subscriptions, one definition point of docs/stateful.md at a time.
 
 Each test names the paragraph it pins: windows, own-update visibility, integer comparisons,
-overflow, keyed state, scope, rule changes, slots; and the compiler's refusal.
+overflow, keyed state, scope, rule changes, slots; and the compiler's output.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -310,19 +311,20 @@ def test_evaluate_refuses_state_and_evaluator_agrees_on_stateless(spec):
         evaluate(rules(spec, "my_counter > 1 : fwd(1)"), {})
 
 
-def test_compiler_refuses_state_never_drops_it(spec):
+def test_compiler_compiles_state_and_incremental_agrees(spec):
+    # stateful rules compile (docs/pipeline-ir.md, "State"), from scratch and incrementally
     rs = rules(spec, "price > 5 : fwd(1)\nprice > 7 and avg(price) > 5 : fwd(2)")
-    with pytest.raises(StateError, match="not yet compiled to tables") as info:
-        compile_rules(spec, rs)
-    assert info.value.line == 2
-    compile_rules(spec, rs[:1])  # stateless rules of a spec with state compile as before
-    with pytest.raises(StateError, match="not yet compiled"):
-        compile_rules(spec, rules(spec, "price > 5 : fwd(1), count(my_counter)"))
-    with pytest.raises(StateError):
-        Incremental(spec, rs)
+    c = compile_rules(spec, rs)
+    assert c.pipeline.version == 4 and c.entries["camus_entries"] == 3
+    assert [i["rule"] for i in c.entries["state_instances"]] == [rs[1].text]
     inc = Incremental(spec, rs[:1])
-    with pytest.raises(StateError):
-        inc.add(rs[1])
+    step = inc.add(rs[1])
+    assert step.insert and inc.entries() == c.entries
+    tables, app = c.tables(), c.application
+    ev = Evaluator(rs)
+    for t, price in enumerate([8, 3, 9, 2, 2, 2, 8]):
+        p = pkt(t, price=price)
+        assert tables.ports_at(app, p.values, t) == ev.packet(p)
 
 
 def test_the_reference_page_examples_parse():
@@ -345,19 +347,25 @@ def test_the_reference_page_examples_parse():
     assert got[98] == {2} and got[99] == {1}
 
 
-def test_camus_compile_refuses_stateful_rules_with_their_position(tmp_path):
+def test_camus_compile_compiles_stateful_rules_and_refuses_alpha_on_them(tmp_path):
     (tmp_path / "app.p4").write_text(SPEC)
     (tmp_path / "subs.rules").write_text("price > 5 : fwd(1)\nmy_counter > 100 : fwd(2)\n")
-    (tmp_path / "ch.txt").write_text("+ price > 9 : fwd(3)\n+ avg(price) > 9 : fwd(3)\n")
+    (tmp_path / "ch.txt").write_text("+ price > 9 : fwd(3)\n+ avg(price) > 9 : fwd(3)\n"
+                                     "- my_counter > 100 : fwd(2)\n")
     root = Path(__file__).resolve().parents[2]
-    for extra in ([], ["--alpha", "10"], ["--changes", str(tmp_path / "ch.txt")]):
-        rules = "subs.rules" if extra[:1] != ["--changes"] else "none.rules"
-        if rules == "none.rules":
-            (tmp_path / rules).write_text("price > 5 : fwd(1)\n")
-        r = subprocess.run([sys.executable, "-m", "camus", "compile", "app.p4", rules, "--out",
-                            "out", *extra], capture_output=True, text=True, cwd=tmp_path,
-                           timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
-        where = "ch.txt:2:1" if extra[:1] == ["--changes"] else "subs.rules:2:1"
-        assert r.returncode != 0 and where in r.stderr, (extra, r.stderr)
-        assert "not yet compiled to tables" in r.stderr
-        assert not (tmp_path / "out" / "entries.json").exists()
+
+    def camus(*args):
+        return subprocess.run([sys.executable, "-m", "camus", "compile", "app.p4", *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+
+    r = camus("subs.rules", "--out", "a")
+    assert r.returncode == 0, r.stderr
+    assert '"camus_ir": 4' in (tmp_path / "a" / "pipeline.json").read_text()
+    r = camus("subs.rules", "--out", "b", "--changes", "ch.txt")
+    assert r.returncode == 0, r.stderr
+    entries = json.loads((tmp_path / "b" / "entries.json").read_text())
+    assert [i["rule"] for i in entries["state_instances"]] == ["avg(price) > 9 : fwd(3)"]
+    r = camus("subs.rules", "--out", "c", "--alpha", "10")
+    assert r.returncode != 0 and "subs.rules:2:1" in r.stderr and "--alpha" in r.stderr
+    assert not (tmp_path / "c" / "entries.json").exists()
