@@ -1,0 +1,95 @@
+"""The state stages of the generated P4 (compiler/p4/state.py, docs/p4.md "State").
+
+* The window index and a nanosecond time field's microseconds are divisions by constants,
+  which p4c-bm2-ss refuses (`/` needs both operands known at compile time), so the program
+  multiplies by a reciprocal and shifts: `test_reciprocal_*` check the theorem's hypothesis
+  for every divisor and width the program can meet, which proves the result exact for every
+  input of the width, and try the inputs where a wrong constant would show first.
+* The emitted program text, run by the test interpreter (tests/p4/p4_interp.py: registers
+  that persist across frames, the ingress timestamp), gives byte for byte the copies of the
+  Python reference switch, frame after frame, on random stateful rule sets and timed frames
+  (ITCH over MoldUDP64: each message a packet of its own for state; single-message
+  specs with a time field in us, ms or ns), and both give `compiler.semantics.Evaluator`'s
+  port sets. bmv2 running the same programs is tests/p4/test_bmv2_differential.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compiler.p4 import emit_program
+from compiler.p4.state import divide, reciprocal
+from switch.dataplane import load
+from tests.p4 import diff_cases
+from tests.p4.p4_interp import Interpreter
+
+WIDTHS = (8, 16, 32, 48, 64)
+
+
+def _check(d: int, bits: int) -> None:
+    m, k = reciprocal(d, bits)
+    if m == 1:
+        assert d == 1 << k
+        return
+    # The hypothesis of the proof in `reciprocal`'s docstring: m*d = 2^k + e, 0 <= e < d,
+    # and d <= 2^(k - bits), so x*e < 2^k for every x < 2^bits.
+    e = m * d - (1 << k)
+    assert 0 <= e < d <= 1 << (k - bits), (d, bits)
+    # and, on the inputs nearest to each quotient step, the quotient itself
+    top = (1 << bits) - 1
+    q_top = top // d
+    xs = {0, 1, d - 1, d, d + 1, top, top - 1, q_top * d, q_top * d - 1}
+    rng = random.Random(d * 131 + bits)
+    for _ in range(200):
+        q = rng.randint(0, q_top)
+        xs.update({q * d, q * d - 1, q * d + d - 1, rng.randint(0, top)})
+    for x in xs:
+        if 0 <= x <= top:
+            assert x * m >> k == x // d, (x, d, bits)
+    assert (top * m).bit_length() <= bits + m.bit_length()  # the product's declared width
+
+
+def test_reciprocal_is_exact_for_the_windows_and_units_the_program_meets():
+    windows = [1, 2, 3, 5, 7, 10, 20, 30, 50, 100, 1000, 1_000_000, 999_983, (1 << 48) - 1,
+               (1 << 47) + 1, 1 << 40, 86_400_000_000, 3_600_000_000]
+    for bits in WIDTHS:
+        for d in windows + [1000]:  # 1000: a nanosecond field's microseconds
+            _check(d, bits)
+
+
+@settings(max_examples=400, deadline=None)
+@given(d=st.integers(1, (1 << 48) - 1), bits=st.sampled_from(WIDTHS))
+def test_reciprocal_is_exact_for_any_divisor(d, bits):
+    _check(d, bits)
+
+
+def test_divide_is_a_shift_for_powers_of_two_and_a_multiply_otherwise():
+    assert divide("ts", 48, 1) == "ts"
+    assert divide("ts", 48, 1024) == "(ts >> 10)"
+    m, k = reciprocal(100, 48)
+    assert divide("ts", 48, 100) == f"(bit<48>)(((bit<{48 + m.bit_length()}>)ts * {48 + m.bit_length()}w{m}) >> {k})"
+
+
+def run_case(case: diff_cases.StateCase, probes) -> None:
+    rs = case.rs
+    py = load(rs.compiled.pipeline, rs.entries, impl="python")
+    program = Interpreter(emit_program(rs.compiled.pipeline), rs.entries)
+    for i, (p, ts) in enumerate(probes):
+        out = py.process(p.frame, 0, ts)
+        if p.want is not None:
+            assert {port for port, _ in out} == p.want, (i, p.what, rs.text)
+        assert program.process(p.frame, 0, ts_us=ts) == out, (i, p.frame.hex(), case.spec_text, rs.text)
+    for register, cells in program.registers.items():  # the same cells, written the same way
+        for index, cell in cells.items():
+            assert py.read_cell(register, index) == cell, (register, index)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["itch", "single"]), timed=st.booleans())
+def test_program_text_equals_the_reference_switch_and_the_evaluator(seed, kind, timed):
+    rng = random.Random(seed)
+    case = diff_cases.state_case(kind, rng, timed=timed or kind == "single")
+    run_case(case, diff_cases.state_probes(case, rng, 30))
