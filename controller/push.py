@@ -88,8 +88,9 @@ def _update(kind: int, **entity) -> p4runtime_pb2.Update:
     return Update(type=kind, entity=p4runtime_pb2.Entity(**entity))
 
 
-def ensure_pipeline(client: P4RuntimeClient, config: TargetConfig) -> bool:
-    """Set `config` unless the target already runs it; return whether it was set."""
+def ensure_pipeline(client: P4RuntimeClient, config: TargetConfig, force: bool = False) -> bool:
+    """Set `config` unless the target already runs it (`force`: set it anyway, which leaves
+    the target empty: no entry, no group, every register cell 0); return whether it was set."""
     try:
         current = client.get_pipeline("COOKIE_ONLY").cookie.cookie
     except grpc.RpcError as exc:
@@ -97,7 +98,7 @@ def ensure_pipeline(client: P4RuntimeClient, config: TargetConfig) -> bool:
                               grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNIMPLEMENTED):
             raise
         current = None
-    if current == config.cookie:
+    if current == config.cookie and not force:
         return False
     if current is not None:
         _delete_groups(client)

@@ -121,18 +121,33 @@ class Wire:
         return got
 
     def exchange(self, frames: list[bytes], expected: list[int], window: int = 32,
-                 timeout: float = 3.0, settle: float = 0.15) -> list[tuple[int, bytes]]:
+                 timeout: float = 3.0, settle: float = 0.15, alone: frozenset[int] = frozenset(),
+                 idle: float = 0.05) -> list[tuple[int, bytes]]:
         """Send `frames` into port 0, `expected[i]` copies predicted for frame i; every copy
-        that came back, as (port, bytes) in arrival order."""
+        that came back, as (port, bytes) in arrival order.
+
+        Frames whose indexes are in `alone` go in a window of their own, and the next frame
+        waits until they are done: their copies are in, or `idle` seconds have passed if
+        none is predicted. That is for state: a MoldUDP64 packet of several messages is
+        resubmitted once per message, and bmv2 queues a resubmitted pass behind the frames
+        that arrived meanwhile, so a frame sent too early would be evaluated between two
+        messages of the packet before it, where every reference evaluates it after both."""
         stray = self.take()
         if stray:
             raise AssertionError(f"{len(stray)} copies arrived between exchanges, e.g. {stray[0]!r}")
-        owed = 0
-        for start in range(0, len(frames), window):
-            for i in range(start, min(start + window, len(frames))):
-                self.tx.send(frames[i])
-                owed += expected[i]
-            self._wait(owed, timeout)
+        owed, batch = 0, []
+        for i, frame in enumerate(frames):
+            if i in alone and batch:
+                self._wait(owed, timeout)
+                batch = []
+            self.tx.send(frame)
+            owed += expected[i]
+            batch.append(i)
+            if i in alone or len(batch) == window or i == len(frames) - 1:
+                self._wait(owed, timeout)
+                if i in alone and not expected[i]:
+                    time.sleep(idle)
+                batch = []
         time.sleep(settle)
         return self.take()
 
@@ -244,14 +259,18 @@ class Device:
                 self._configs[key] = software_switch_config(pipeline)
         return self._configs[key]
 
-    def program(self, pipeline, entries: dict, slots: int = 8):
-        """Make the device run `pipeline`'s program (set only if it changed) holding exactly
+    def program(self, pipeline, entries: dict, slots: int = 8, fresh: bool = False):
+        """Make the device run `pipeline`'s program (set only if it changed, or always when
+        `fresh`: a program set anew starts with every register cell 0) holding exactly
         `entries`; the push report."""
-        from controller.push import push
+        from controller.push import ensure_pipeline, push
 
         self.pushes += 1
         try:
-            return push(self.client, self.config(pipeline, slots), entries)
+            config = self.config(pipeline, slots)
+            if fresh:
+                ensure_pipeline(self.client, config, force=True)
+            return push(self.client, config, entries)
         except Exception:
             if self.exited():
                 raise AssertionError(f"{self.kind} exited ({self.proc.proc.returncode}) before "
@@ -262,8 +281,8 @@ class Device:
         self.proc.log.flush()
         return (self.proc.tmp / "device.log").read_text(errors="replace")[-n:]
 
-    def run(self, frames: list[bytes], expected: list[int]) -> list[tuple[int, bytes]]:
-        return self.wire.exchange(frames, expected)
+    def run(self, frames: list[bytes], expected: list[int], **pacing) -> list[tuple[int, bytes]]:
+        return self.wire.exchange(frames, expected, **pacing)
 
     def exited(self) -> bool:
         return self.proc.exited()
