@@ -214,7 +214,7 @@ def _bank(a: AppLayout, v: StateVar, b: int, g: int) -> list[str]:
             f"idx_{g} = {idx};",
             f"{v.registers[b]}.read(cell_{g}, idx_{g});",
             f"bit<{TAG_WIDTH}> tag = (bit<{TAG_WIDTH}>)(cell_{g} >> {cw - TAG_WIDTH});",
-            f"bit<{COUNT_WIDTH}> n = (bit<{COUNT_WIDTH}>)(cell_{g} >> {n_shift});"]
+            f"bit<{COUNT_WIDTH}> n = (bit<{COUNT_WIDTH}>)" + (f"(cell_{g} >> {n_shift});" if n_shift else f"cell_{g};")]
     if avg:
         body.append(f"bit<{SUM_WIDTH}> s = (bit<{SUM_WIDTH}>)cell_{g};")
     body += [f"if (tag != w_{v.ident}) {{", "    n = 0;"] + (["    s = 0;"] if avg else []) + ["}"]
@@ -239,7 +239,7 @@ def _bank(a: AppLayout, v: StateVar, b: int, g: int) -> list[str]:
     # A slice assignment, not a shift: p4c-bm2-ss refuses constant shifts of 256 or more.
     lo = REGION_WIDTH * g
     body.append(f"meta.{a.meta('regions')}[{lo + REGION_WIDTH - 1}:{lo}] = region;")
-    new = f"(bit<{cw}>)w_{v.ident} << {cw - TAG_WIDTH} | (bit<{cw}>)n_new << {n_shift}"
+    new = f"(bit<{cw}>)w_{v.ident} << {cw - TAG_WIDTH} | (bit<{cw}>)n_new" + (f" << {n_shift}" if n_shift else "")
     if avg:
         new += f" | (bit<{cw}>)s_new"
     body.append(f"cell_{g} = {new};")
