@@ -511,3 +511,85 @@ def test_fig4_counter_and_the_slides_average(device):
     totals = exchange_state(device, case, diff_cases.state_probes(case, rng, 3 * FRAMES), label="fig4")
     report("state-fig4", device, totals)
     assert totals["copies"] > 0
+
+
+def test_stateful_rule_changes_between_frames(device):
+    """Rules added and removed between frames by the incremental compiler (a static
+    program, so only entries change): the device gets each new document through the
+    controller's push with the previous one, which zeroes exactly the cells new rules take
+    over (bmv2's P4Runtime server refuses register writes: the harness writes them through
+    bmv2's Thrift CLI); the reference switch applies the compiler's steps, the Evaluator
+    adds and removes the same rules. A rule that stays keeps its cells."""
+    from compiler.incremental import Incremental, rule_key
+    from controller.push import push
+
+    rng = random.Random(f"{SEED}-state-changes")
+    totals = Counter()
+    for i in range(_rule_sets(2)):
+        case = diff_cases.state_case("single", rng, n_rules=3)
+        spec, rules = case.rs.spec, list(case.rs.compiled.rules)
+        pool = parse_rules("\n".join(diff_cases.random_state_rule(rng) for _ in range(8)), spec)
+        try:
+            inc = Incremental(spec, rules, static=True)
+        except diff_cases.StateError:
+            continue
+        extra = [e for e in case.rs.entries["table_entries"] if e not in case.rs.compiled.entries["table_entries"]]
+
+        def document() -> dict:
+            doc = inc.entries()
+            return {**doc, "table_entries": list(doc["table_entries"]) + extra}
+
+        pipeline = inc.pipeline
+        ev = diff_cases.Evaluator(rules)
+        handles: dict = {}
+        for h, r in enumerate(rules):
+            handles.setdefault(rule_key(r), []).append(h)
+        case.evaluator = ev
+        py = load(pipeline, document(), impl="python")
+        held = document()
+        device.program(pipeline, held, fresh=True)
+        for chunk in range(6):
+            probes = diff_cases.state_probes(case, rng, FRAMES // 2)
+            tags = Tags.take(len(probes))
+            probes = [(diff_cases.Probe(tag(p.frame, t), p.want, p.what), ts) for (p, ts), t in zip(probes, tags)]
+            outs = [py.process(p.frame, 0, ts) for p, ts in probes]
+            check_semantics(case.rs, [p for p, _ in probes], outs)
+            got = by_tag(device.run([p.frame for p, _ in probes], [len(o) for o in outs], window=6))
+            if got != by_tag([c for o in outs for c in o]):
+                raise AssertionError(mismatch(case.rs, [p for p, _ in probes], outs, got,
+                                              f"rule changes {i}, chunk {chunk}; rules now:\n"
+                                              + "\n".join(r.text for r in inc.current_rules())))
+            totals.update(frames=len(probes), copies=sum(map(len, outs)))
+            # a change: remove a live rule or add one from the pool
+            live = list(inc.current_rules())
+            if live and rng.random() < 0.5:
+                r = rng.choice(live)
+                step = inc.remove(r)
+                ev.remove(handles[rule_key(r)].pop())
+                totals["removed"] += 1
+            else:
+                r = rng.choice(pool)
+                try:
+                    step = inc.add(r)
+                except diff_cases.StateError:
+                    continue
+                handles.setdefault(rule_key(r), []).append(ev.add(r))
+                totals["added"] += 1
+            assert not (step.rebuilt or step.resized) and inc.pipeline == pipeline
+            for op, item in step.steps():
+                if op == "reset_cells":
+                    py.reset_cells(item)
+                elif op in ("insert", "modify", "delete"):
+                    py.write([(op, item)])
+                elif op == "set_group":
+                    py.set_group(*item)
+                else:
+                    py.delete_group(item)
+            totals["cells_reset"] += sum(c for _, _, c in step.reset_cells)
+            new = document()
+            push(device.client, device.config(pipeline), new, pipeline=pipeline, previous=held,
+                 write_cells=device.write_cells if device.kind == "bmv2" else None)
+            held = new
+        totals["rule_sets"] += 1
+    report("state-changes", device, totals, cells_written=device.cells_written)
+    assert totals["added"] + totals["removed"] > 0
