@@ -98,6 +98,10 @@ def cmd_compile(args) -> int:
                                   max_entries=budget, on_estimate=progress.start, lanes=lanes)
         if args.alpha is not None:
             c.stats["alpha"] = alpha_option.parse_alpha(args.alpha, spec)
+        if args.p4 and any(a.state for a in c.pipeline.applications):
+            raise CamusError("--p4: the P4 program does not run state yet (issue 25; "
+                             "docs/pipeline-ir.md, \"State\", is what it will implement); "
+                             "compile without --p4")
     except CamusError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2

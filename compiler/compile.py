@@ -131,7 +131,6 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     st = None
     if spec.state_vars:  # an application with state: one lane, the general path
         st = stateful_mod.State(spec)
-        check_slots(rules)
     elif fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries,
                                         on_estimate):
         # 1M hICN rules: entries straight from the values, the diagram built only if read
@@ -150,6 +149,7 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             else:
                 expanded.append(rule)
                 items += [(conj, rule.ports) for conj in normal_form(rule.filter, rule.line)]
+        check_slots(st.live_rules())  # before the diagram: a rule set over its slots is refused
     else:
         for rule in rules:
             ports = rule.ports

@@ -30,4 +30,5 @@ class RuleError(CamusError):
 
 
 class StateError(RuleError):
-    """A stateful rule set that cannot be had: over a state's slots, or not yet compiled."""
+    """A stateful rule set that cannot be had: over a state's slots or banks, or beyond what
+    the state stages compare (thresholds, combinations, decide entries)."""

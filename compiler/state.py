@@ -3,21 +3,17 @@
 Every rule has its own instances of the state it reads or updates (docs/stateful.md): one
 slot of a declared state per rule, or `buckets` slots for keyed state. A rule set that needs
 more slots of a state than the spec declares is refused as a whole, naming the rules; the
-reference evaluator and (later) the compiler both call `check_slots`, so neither ever shares
-an instance to make room.
-
-State is not yet compiled to tables: `refuse_state` is what `compile_rules` and the
-incremental compiler call so that a stateful rule is refused, never compiled without its
-state predicates.
+reference evaluator and the compiler (`compiler.compile`, `compiler.incremental`) all call
+`check_slots`, so none ever shares an instance to make room.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from compiler.ast import Rule, rule_state, state_atoms
+from compiler.ast import Rule, rule_state
 from compiler.errors import StateError
-from compiler.spec import Spec, StateVar
+from compiler.spec import StateVar
 
 # A refusal lists this many of the rules it is about, then how many more there are.
 NAMED_RULES = 8
@@ -47,17 +43,3 @@ def check_slots(rules: Iterable[Rule], source: str | None = None) -> None:
                          f"{var.line}) but {len(rs)} rules use it{per_rule}, needing {need}; "
                          f"instances are never shared: declare more slots or drop rules. The "
                          f"rules: {named}", first_over.line or None, 1, source)
-
-
-def refuse_state(spec: Spec, rules: Iterable[Rule], source: str | None = None) -> None:
-    """Refuse the first rule that reads or updates state: not compiled to tables yet."""
-    if not spec.state_vars:
-        return  # no rule can name state the spec does not declare
-    for rule in rules:
-        atoms = state_atoms(rule.filter)
-        if atoms or rule.updates:
-            what = str(atoms[0]) if atoms else sorted(v.action for v in rule.updates)[0]
-            raise StateError(f"the rule reads or updates state ({what}), and state is not yet "
-                             f"compiled to tables (issue 25; docs/stateful.md): "
-                             f"compiler.semantics.Evaluator evaluates it, no target runs it",
-                             rule.line or None, 1, source)

@@ -38,9 +38,8 @@ from fractions import Fraction
 from compiler.ast import And, Const, Filter, Not, Or, Rule, StateAtom, rule_state, state_atoms
 from compiler.errors import StateError
 from compiler.formula import conjunctions
-from compiler.id_space import IdSpace
 from compiler.spec import COUNT_BITS, Spec, StateVar
-from compiler.state import NAMED_RULES, check_slots
+from compiler.state import NAMED_RULES
 from compiler.tables import bitmap
 from pipeline.model import CTX_WIDTH, MAX_BOUNDARIES, REGION_WIDTH
 
@@ -127,9 +126,10 @@ def _truth(a: StateAtom, v) -> bool:
 
 
 def _substitute(f: Filter, truth) -> Filter:
-    """`f` with each state predicate replaced by `truth(atom)` (a bool), folded."""
+    """`f` with each state predicate replaced by `truth(atom)` (a bool), folded; with
+    `truth` None, only folded (constants absorbed, state predicates kept)."""
     if isinstance(f, StateAtom):
-        return Const(truth(f))
+        return f if truth is None else Const(truth(f))
     if isinstance(f, (And, Or)):
         items = [_substitute(i, truth) for i in f.items]
         absorbing = isinstance(f, Or)
@@ -192,8 +192,9 @@ class RuleState:
 def compile_rule(rule: Rule, serial: int) -> RuleState:
     """The boundaries, combinations and pseudo-rules of one stateful rule; StateError (at
     the rule's line) when it has too many boundaries on a state or too many combinations."""
-    vars_ = rule_state(rule)
-    atoms = state_atoms(rule.filter)
+    vars_ = rule_state(rule)  # every state the rule names keeps its instance, read or not
+    # Predicates that a constant decides (`true or c > 5`) cut no region.
+    atoms = state_atoms(_substitute(rule.filter, None))
     bounds = []
     for var in vars_:
         found = {b for a in atoms if a.state is var for b in _threshold_atoms(a)}
@@ -263,8 +264,7 @@ class State:
         self.next_serial = 0
         self.free_units: dict[StateVar, list[int]] = {}  # units freed, reused lowest first
         self.top_unit: dict[StateVar, int] = {v: 0 for v in self.vars}
-        self.ctx_ids = IdSpace(CTX_WIDTH)
-        self.ctx_refs: dict[Context, int] = {}
+        self._binds: dict = {}  # (serial, var) -> bind parameters (`_bind_params`)
 
     # -- rules --
 
@@ -289,6 +289,8 @@ class State:
 
     def remove(self, serial: int) -> RuleState:
         rs = self.rules.pop(serial)
+        for var in rs.vars:
+            self._binds.pop((serial, var), None)
         for var, unit in rs.units.items():
             self.free_units.setdefault(var, []).append(unit)
         return rs
@@ -335,11 +337,11 @@ class State:
         """Banks and units for every rule not yet placed, in serial (rule) order, given the
         contexts now in use; the cells they take that need zeroing as (var, bank, first,
         count) (those of units freed before: a fresh unit was never written). StateError,
-        with nothing placed, when a rule finds no free bank."""
+        with nothing placed, when a rule finds no free bank. The callers have checked the
+        slots (`compiler.state.check_slots`), so units never run out."""
         todo = sorted(s for s, rs in self.rules.items() if not rs.banks and rs.vars)
         if not todo:
             return []
-        check_slots(self.live_rules())
         together: dict[int, set[int]] = {s: set() for s in todo}
         for ctx in contexts:
             serials = [s for s, _ in ctx.bound]
@@ -405,44 +407,64 @@ class State:
         """A context's bind entries (per state in order, per bound rule) and decide entries.
         `tables`: var -> (bind table names, index of its bank 0 among all banks)."""
         out = []
-        axes = []  # (global bank index, RuleState, state index in rule, regions)
+        axes = []  # (region shift, serial, state index in rule, regions)
         for var in self.vars:
             names, first = tables[var]
             for s, _ in ctx.bound:
                 rs = self.rules[s]
-                if var not in rs.banks:
+                bank = rs.banks.get(var)
+                if bank is None:
                     continue
                 i = rs.vars.index(var)
-                bank = rs.banks[var]
-                bounds = rs.bounds[i]
-                params = {"base": rs.units[var] * var.buckets, "scoped": int(var in rs.scoped),
-                          "bounds": len(bounds),
-                          "strict": sum(st << j for j, (_, st) in enumerate(bounds))}
-                params.update({f"t{j}": bounds[j][0] if j < len(bounds) else 0
-                               for j in range(MAX_BOUNDARIES)})
                 out.append({"table": names[bank], "match": {"ctx": {"exact": ctx_id}},
-                            "action": "bind", "params": params})
-                axes.append((first + bank, rs, i, len(bounds) + 1))
+                            "action": "bind", "params": self._bind_params(rs, var, i)})
+                axes.append((REGION_WIDTH * (first + bank), s, i, len(rs.bounds[i]) + 1))
+        # Per bound rule: its ports and update bits when it fires, and its combinations
+        # that fire; then every combination of the banks' regions.
         fires = dict(ctx.bound)
-        decide = tables["decide"]
+        effect = {}
+        for s in fires:
+            rs = self.rules[s]
+            update = 0
+            for var in rs.updates:
+                update |= 1 << (tables[var][1] + rs.banks[var])
+            effect[s] = (rs, rs.rule.ports, update)
+        decide, base_ports = tables["decide"], ctx.ports
+        match = {"ctx": {"exact": ctx_id}}
         for regions in itertools.product(*(range(n) for *_, n in axes)):
             key, per_rule = 0, {}
-            for (g, rs, i, _), r in zip(axes, regions):
-                key |= r << (REGION_WIDTH * g)
-                per_rule.setdefault(rs.serial, [0] * len(rs.vars))[i] = r
-            ports, update = set(ctx.ports), 0
+            for (shift, s, i, _), r in zip(axes, regions):
+                key |= r << shift
+                rr = per_rule.get(s)
+                if rr is None:
+                    rr = per_rule[s] = [0] * len(effect[s][0].vars)
+                rr[i] = r
+            ports, update = base_ports, 0
             for s, rr in per_rule.items():
-                rs = self.rules[s]
+                rs, rule_ports, rule_update = effect[s]
                 if rs.combination(rr) in fires[s]:
-                    ports |= rs.rule.ports
-                    for var in rs.updates:
-                        update |= 1 << (tables[var][1] + rs.banks[var])
+                    ports = ports | rule_ports
+                    update |= rule_update
             if ports or update:
-                out.append({"table": decide, "match": {"ctx": {"exact": ctx_id},
-                                                       "regions": {"exact": key}},
+                out.append({"table": decide, "match": {**match, "regions": {"exact": key}},
                             "action": "decide", "params": {"ports": bitmap(ports),
                                                            "update": update}})
         return out
+
+    def _bind_params(self, rs: RuleState, var: StateVar, i: int) -> dict:
+        """A bind entry's parameters for rule `rs`'s state `var` (its i-th): the same in
+        every context, made once (each entry gets its own copy)."""
+        key = (rs.serial, var)
+        params = self._binds.get(key)
+        if params is None:
+            bounds = rs.bounds[i]
+            params = {"base": rs.units[var] * var.buckets, "scoped": int(var in rs.scoped),
+                      "bounds": len(bounds),
+                      "strict": sum(st << j for j, (_, st) in enumerate(bounds))}
+            params.update({f"t{j}": bounds[j][0] if j < len(bounds) else 0
+                           for j in range(MAX_BOUNDARIES)})
+            self._binds[key] = params
+        return dict(params)
 
     def instances(self, app: str) -> list[dict]:
         """entries.json's `state_instances`: every live rule's ranges, by state and base."""

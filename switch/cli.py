@@ -114,7 +114,13 @@ def run(args: argparse.Namespace) -> int:
 def _run_batch(dp: DataPlane, records, in_port: int, out_dir: Path, writers: dict, nanoseconds: bool) -> None:
     if not records:
         return
-    outputs = dp.process_batch([r.data for r in records], in_port)
+    if any(a.state for a in dp.pipeline.applications):
+        # State reads time: each frame's is its pcap record's, in µs (docs/stateful.md)
+        outputs = [dp.process(r.data, in_port, r.seconds * 1_000_000
+                              + (r.fraction // 1000 if nanoseconds else r.fraction))
+                   for r in records]
+    else:
+        outputs = dp.process_batch([r.data for r in records], in_port)
     for record, copies in zip(records, outputs):
         for port, frame in copies:
             if port not in writers:

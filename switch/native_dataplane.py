@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.entries import Entry
-from pipeline.model import Field, Pipeline
+from pipeline.model import Field, Pipeline, PipelineError
 from switch.dataplane import DROP_REASONS, DataPlane, Output
 from switch.native_switch import load as load_native
 
@@ -101,7 +101,7 @@ class NativeDataPlane(DataPlane):
         super().__init__(pipeline, **options)
         stateful = [a.name for a in self.pipeline.applications if a.state]
         if stateful:  # the state stages (IR 4) run in the Python switch only, for now
-            raise NotImplementedError(
+            raise PipelineError(
                 f"application(s) {', '.join(stateful)} have state (camus_ir 4), which the "
                 f"native switch does not run yet: use the Python reference switch "
                 f"(impl='python', camus switch --impl python)")

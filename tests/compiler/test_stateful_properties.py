@@ -25,7 +25,7 @@ from compiler.spec import parse_spec
 
 from .gen import random_message, random_rules, random_spec
 
-SPEC = parse_spec("""\
+SPEC_TEXT = """\
 header m { bit<8> k; bit<8> a; bit<16> b; }
 @pragma query_field_exact(m.k)
 @pragma query_field(m.a)
@@ -35,7 +35,8 @@ header m { bit<8> k; bit<8> a; bit<16> b; }
 @pragma query_average(m.a, 20, 4096)
 @pragma query_meter(mp, packets, 50, 4096, m.k, 2)
 @pragma query_meter(mb, bytes, 30, 4096)
-""")
+"""
+SPEC = parse_spec(SPEC_TEXT)
 
 # state predicates, each with constants around the values it takes in a few packets
 STATE_ATOMS = {
