@@ -619,3 +619,29 @@ def test_stateful_rule_changes_between_frames(device):
         totals["rule_sets"] += 1
     report("state-changes", device, totals, cells_written=device.cells_written)
     assert totals["added"] + totals["removed"] > 0
+
+
+def test_a_push_without_the_previous_document_starts_every_instance_empty(device):
+    """A whole document pushed again with no `previous`: every instance starts empty (the
+    controller cannot tell the rules that stay). bmv2 refuses register writes over
+    P4Runtime, so the controller sets the program anew (every cell 0) and writes every
+    entry again; the frames after it meet empty instances, as a fresh reference's do."""
+    from controller.push import push
+
+    rng = random.Random(f"{SEED}-state-repush")
+    case = diff_cases.state_case("single", rng, n_rules=4)
+    exchange_state(device, case, diff_cases.state_probes(case, rng, FRAMES), label="before")
+    report_ = push(device.client, device.config(case.rs.compiled.pipeline), case.rs.entries,
+                   pipeline=case.rs.compiled.pipeline)
+    if device.kind == "bmv2":
+        assert report_.pipeline_set and report_.cells_zeroed == 0
+    else:
+        assert report_.cells_zeroed == sum(i["buckets"] for i in case.rs.entries["state_instances"])
+    case.evaluator = diff_cases.Evaluator(list(case.rs.compiled.rules))  # empty instances
+    probes = diff_cases.state_probes(case, rng, FRAMES)
+    tags = Tags.take(len(probes))
+    probes = [(diff_cases.Probe(tag(p.frame, t), p.want, p.what), ts) for (p, ts), t in zip(probes, tags)]
+    outs = software_state(case, probes)  # a fresh reference switch: every cell 0
+    check_semantics(case.rs, [p for p, _ in probes], outs)
+    got = by_tag(device.run([p.frame for p, _ in probes], [len(o) for o in outs], window=6))
+    assert got == by_tag([c for o in outs for c in o]), mismatch(case.rs, [p for p, _ in probes], outs, got, "after")
