@@ -116,3 +116,51 @@ def test_static_incremental_removal_writes_entries_the_pipeline_takes():
     for op, item in step.steps():
         if op in ("insert", "modify"):
             parse_entry(inc.pipeline, item)
+
+
+def test_cells_to_zero_are_the_new_rules_ranges():
+    """`controller.push.cell_resets`: with the previous document, the ranges of rules that
+    were not there with the same text and line (here the one added); without it, all."""
+    from compiler.incremental import Incremental
+    from compiler.rules import parse_rules
+    from compiler.spec import parse_spec
+    from controller.push import cell_resets
+
+    spec = parse_spec(diff_cases.SINGLE_STATE_SPEC + "@pragma query_banks(2)\n", name="st")
+    rules = parse_rules("c > 3 : fwd(1)\nck > 1 : fwd(2)\navg(a) > 7 : fwd(3)", spec)
+    inc = Incremental(spec, rules[:2], static=True)
+    before = inc.entries()
+    step = inc.add(rules[2])
+    after = inc.entries()
+    everything = cell_resets(inc.pipeline, after)
+    assert sorted(everything) == sorted(
+        (f"st_{i['state'].replace('(', '_').replace(')', '').replace('.', '_')}_r{i['bank']}",
+         i["base"], i["buckets"]) for i in after["state_instances"])
+    new, = [i for i in after["state_instances"] if i["rule"] == "avg(a) > 7 : fwd(3)"]
+    assert cell_resets(inc.pipeline, after, before) == [(f"st_avg_m_a_r{new['bank']}", new["base"], 1)]
+    assert cell_resets(inc.pipeline, before, before) == []
+    # the compiler's own resets are a subset: a fresh unit needs none
+    assert set(step.reset_cells) <= set(cell_resets(inc.pipeline, after, before))
+
+
+def test_register_entries_name_p4cs_registers_and_carry_canonical_cells():
+    from compiler.compile import compile_files
+    from p4rt.entries import cell_value, register_entry
+    from p4rt.index import P4InfoIndex
+    from p4rt.p4info import program_p4info
+    from p4rt.values import BadValue
+    from tests.p4.test_p4_golden import GOLDEN, ROOT, STATE_SPECS
+
+    c = compile_files(ROOT / STATE_SPECS["itch_state"], GOLDEN / "itch_state" / "rules.txt")
+    index = P4InfoIndex(program_p4info(c.pipeline))
+    r = index.register("itch_avg_itch_order_price_r1")
+    assert (r.name, r.bitwidth, r.size) == ("CamusIngress.itch_avg_itch_order_price_r1", 144, 256)
+    assert index.register("CamusIngress.itch_orders_r0").bitwidth == 80
+    e = register_entry(index, "itch_my_counter_r0", 1023, 0)
+    assert (e.register_id, e.index.index, e.data.bitstring) == (index.register("itch_my_counter_r0").id, 1023, b"\0")
+    e = register_entry(index, "itch_avg_itch_order_price_r0", 3, 7 << 96 | 2 << 64 | 101)
+    assert cell_value(index, e) == 7 << 96 | 2 << 64 | 101
+    with pytest.raises(BadValue):
+        register_entry(index, "itch_my_counter_r0", 1024, 0)
+    with pytest.raises(BadValue):
+        register_entry(index, "itch_my_counter_r0", 0, 1 << 80)
