@@ -30,7 +30,6 @@ from pipeline.model import (BASE_WIDTH, COUNT_WIDTH, CTX_WIDTH, MAX_BOUNDARIES, 
                             SUM_WIDTH, TAG_WIDTH, THRESHOLD_WIDTH, TIMESTAMP_WIDTH, Pipeline,
                             StateVar)
 
-N_MAX = (1 << COUNT_WIDTH) - 1
 STRICT_WIDTH = MAX_BOUNDARIES
 BOUNDS_WIDTH = MAX_BOUNDARIES.bit_length()
 
