@@ -8,8 +8,9 @@ shift of 256 or more (`bitmap >> 511`). `test_no_shift_by_a_port_or_past_255` ch
 program for those without p4c; `test_p4c_compiles_without_warnings` runs p4c on the same
 programs where it is on PATH (it skips with its reason elsewhere).
 
-The catalogue: the three golden programs and their joined program, every product spec's
-static program (hICN included) at 1, 8 and 32 MoldUDP64 slots, lanes programs (MoldUDP64 and
+The catalogue: the three golden programs and their joined program, the static program of
+every spec under p4/ (ITCH, INT, Kafka, hICN, highway: found by name) at 1, 8 and 32
+MoldUDP64 slots, lanes programs (MoldUDP64 and
 single-message), and fabric programs (one application, and several with plain IP).
 """
 
@@ -34,7 +35,9 @@ from tests.p4.test_p4_behaviour import _random_itch_rules
 from tests.p4.test_p4_golden import GOLDEN, ROOT, SPECS, STATE_SPECS
 
 P4C = shutil.which("p4c-bm2-ss")
-ALL_SPECS = {**SPECS, "hicn": "p4/hicn/hicn.p4"}
+# Every application spec in the repository (p4/<app>/<app>.p4), so a new one is covered as
+# soon as it is added.
+ALL_SPECS = {path.parent.name: str(path.relative_to(ROOT)) for path in sorted((ROOT / "p4").glob("*/*.p4"))}
 
 
 @cache
