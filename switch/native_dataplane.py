@@ -12,8 +12,9 @@ State (IR 4, docs/pipeline-ir.md "State"): the plan carries each application's d
 states (kind, window, key and averaged fields by bit offset, buckets), their bind tables and
 register arrays by index, and the decide table; bind and decide entries go to the extension
 through their own calls (their actions carry several parameters), and a decide entry's port
-bitmap is interned like an mcast's. Data calls take each frame's time in µs; without one the
-extension stamps frames with its ingress clock (µs since the data plane was built).
+bitmap is interned like an mcast's; contexts are interned too (a small index per distinct ctx,
+so the extension finds a context's data by indexing). Data calls take each frame's time in
+µs; without one the extension stamps frames with the real-time clock (µs since the epoch).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from pipeline.entries import Entry
 from pipeline.interpreter import pack_cell, unpack_cell
-from pipeline.model import BIND, DECIDE, Application, Field, Pipeline
+from pipeline.model import BIND, DECIDE, Application, Field, Pipeline, PipelineError
 from switch.dataplane import DROP_REASONS, DataPlane, Output
 from switch.native_switch import load as load_native
 
@@ -154,6 +155,13 @@ class NativeDataPlane(DataPlane):
     def __init__(self, pipeline, **options: Any):
         native = load_native()  # ImportError naming the fix when missing or stale
         super().__init__(pipeline, **options)
+        acting = [a.name for a in self.pipeline.applications if a.uses_actions]
+        if acting:  # IR 5 (docs/actions.md) runs in the Python switch only, for now
+            raise PipelineError(
+                f"application(s) {', '.join(acting)} declare actions beyond fwd, a default "
+                f"action or DNS framing (camus_ir 5), which the native switch does not run "
+                f"yet: use the Python reference switch (impl='python', camus switch --impl "
+                f"python)")
         plan, self._index = plan_for(self.pipeline, self.max_frame)
         self._names = list(self._index)
         self._registers = registers_of(self.pipeline)
