@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # script; an installed camus could be another worktree's).
 sys.path.insert(0, str(ROOT))
 
+from bench.switch_itch import add_order, interleaved  # noqa: E402
 from compiler.compile import compile_text  # noqa: E402
 from switch.dataplane import load  # noqa: E402
 from switch.native_dataplane import pack, pack_times  # noqa: E402
@@ -54,14 +55,6 @@ PACKET_GAP_US = 5
 # per price interval and symbol set, each split by the contexts' pseudo-rules): the figure
 # would measure that table's cache misses, not the state stages.
 FIELD_ORDER = ["itch_order.stock", "itch_order.price"]
-
-clock = time.process_time  # CPU time of this single-threaded process: per core
-
-
-def add_order(stock: str, price: int, ref: int) -> bytes:
-    return (b"A" + struct.pack("!HH", 1, 0) + (34200 * 10 ** 9).to_bytes(6, "big") + struct.pack("!Q", ref)
-            + b"B" + struct.pack("!I", 100) + stock.encode().ljust(8) + struct.pack("!I", price))
-
 
 def rule_sets(rng: random.Random, n: int) -> tuple[list[str], list[str], list[str]]:
     """(stateful rules, the same without state, symbols)."""
@@ -88,27 +81,6 @@ def stream(rng: random.Random, symbols: list[str], n_packets: int, per_packet: i
         times.append(k * PACKET_GAP_US)
         seq += per_packet
     return frames, times, n_packets * per_packet
-
-
-def timed(fn, min_seconds: float) -> tuple[int, float]:
-    calls, start = 0, clock()
-    while True:
-        fn()
-        calls += 1
-        elapsed = clock() - start
-        if elapsed >= min_seconds:
-            return calls, elapsed
-
-
-def interleaved(calls: dict, per_call: int, seconds: float, rounds: int = 7) -> dict:
-    """Median rate of each call over alternating rounds (load on a shared machine falls on
-    all of them alike; their ratio is the figure)."""
-    rates: dict = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, fn in calls.items():
-            n, elapsed = timed(fn, seconds / rounds)
-            rates[name].append(n * per_call / elapsed)
-    return {name: sorted(r)[len(r) // 2] for name, r in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
