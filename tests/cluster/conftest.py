@@ -1,0 +1,130 @@
+"""Fixtures for the cluster tests: one real three-node Apache Kafka cluster per session
+(`tests/cluster/kafka_cluster.py`), and camus materialisers as separate processes.
+
+The cluster is shared by every test of the session (starting three JVMs costs ~15-25 s on
+two cores); each test names its own topics and deployment, and `cluster` restarts any node
+an earlier test killed, so every test starts on a whole cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .kafka_cluster import KafkaCluster, missing
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory):
+    why = missing()
+    if why:
+        pytest.skip(why)
+    pytest.importorskip("confluent_kafka")
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.close()
+        raise
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def cluster(kafka_cluster):
+    """The session's cluster with every node running."""
+    dead = [n.node_id for n in kafka_cluster.nodes if not n.alive()]
+    for node_id in dead:
+        kafka_cluster.restart(node_id)
+    return kafka_cluster
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_until(check, timeout: float, what: str, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+class Instance:
+    """`camus cluster materialise` as a child process (a real, separately killable camus)."""
+
+    def __init__(self, bootstrap: str, deployment: str, name: str, extra: list[str] = ()):
+        self.name = name
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"camus-materialise-{uuid.uuid4().hex}.log"
+        self.log = open(self.log_path, "w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "camus.cli", "cluster", "materialise", "--kafka", bootstrap,
+             "--deployment", deployment, "--instance", name, *extra],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if not re.search(r"materialising the views of deployment", line):
+            self.kill()
+            raise RuntimeError(f"materialiser {name} did not start: {line!r}\n{self.stderr()}")
+
+    def kill(self) -> None:
+        """kill -9: no transaction finished, no group left."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def stderr(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def materialisers():
+    started: list[Instance] = []
+
+    def start(bootstrap: str, deployment: str, name: str, extra: list[str] = ()) -> Instance:
+        inst = Instance(bootstrap, deployment, name, list(extra))
+        started.append(inst)
+        return inst
+
+    yield start
+    for inst in started:
+        inst.stop()
+        inst.log.close()
+
+
+def camus(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The camus command line, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "camus.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def checksum(rows) -> tuple[int, str]:
+    """(count, SHA-256 over the sorted (source partition, source offset, value) rows)."""
+    h = hashlib.sha256()
+    rows = sorted(rows)
+    for p, o, v in rows:
+        h.update(b"%d:%d:%d:" % (p, o, len(v or b"")) + (v or b""))
+    return len(rows), h.hexdigest()
