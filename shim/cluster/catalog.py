@@ -19,9 +19,14 @@ on the embedded broker), then changes the cluster's topics, then records the cha
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass, field
+
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
+                             TopicPartition)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from shim.cluster.connection import KafkaConnection
 from shim.schema import Schema, parse_schema
@@ -30,6 +35,9 @@ from shim.subscriptions import check_compilable, kafka_spec, view_filter
 CATALOG_PREFIX = "__camus-catalog-"
 LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 TIMEOUT = 30.0  # seconds an admin or catalog operation may take
+# librdkafka's own log lines (a broker going away, a coordinator moving) go to Python's
+# logging under this name instead of straight to stderr.
+KAFKA_LOG = logging.getLogger("camus.cluster.kafka")
 
 
 class CatalogError(Exception):
@@ -111,10 +119,7 @@ class Catalog:
     def ensure_topic(self, admin=None) -> None:
         """Create the catalog topic if the cluster lacks it (compacted, one partition, as
         many replicas as the cluster's default allows, up to 3)."""
-        from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = admin or AdminClient(self.conn.client())
+        admin = admin or _admin(self.conn)
         md = admin.list_topics(timeout=TIMEOUT)
         if self.topic in md.topics:
             return
@@ -130,12 +135,10 @@ class Catalog:
     # --- reading ----------------------------------------------------------------------
 
     def _reader(self):
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
         if self._consumer is None:
             # A group id is required by the client, but nothing joins or commits: the
             # catalog is read whole by every instance, from its start.
-            self._consumer = Consumer(self.conn.client(**{
+            self._consumer = Consumer(self.conn.client(logger=KAFKA_LOG, **{
                 "group.id": f"camus.{self.deployment}.catalog-reader",
                 "enable.auto.commit": False, "enable.partition.eof": False}))
             self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
@@ -144,8 +147,6 @@ class Catalog:
     def follow(self, timeout: float = TIMEOUT) -> State:
         """Read what was added to the catalog since the last call (everything, the first
         time), up to its end as of this call; `state` afterwards."""
-        from confluent_kafka import KafkaException, TopicPartition
-
         consumer = self._reader()
         deadline = time.monotonic() + timeout
         while True:
@@ -185,14 +186,13 @@ class Catalog:
 
     def _write(self, key: str, value: bytes | None) -> None:
         """One catalog record, acknowledged by every in-sync replica before this returns."""
-        from confluent_kafka import Producer
-
         errors: list = []
-        producer = Producer(self.conn.client(**{"acks": "all", "enable.idempotence": True}))
+        producer = Producer(self.conn.client(logger=KAFKA_LOG, **{"acks": "all",
+                                                               "enable.idempotence": True}))
         producer.produce(self.topic, value, key.encode(), partition=0,
                          on_delivery=lambda err, _msg: errors.append(err))
         left = producer.flush(TIMEOUT)
-        if left or errors[0] is not None:
+        if left or not errors or errors[0] is not None:
             raise CatalogError(f"writing {key} to {self.topic} failed: "
                                f"{errors[0].str() if errors and errors[0] else 'timed out'}")
 
@@ -208,10 +208,8 @@ class Catalog:
 
 # --- operations -------------------------------------------------------------------------
 
-def _admin(conn: KafkaConnection):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(conn.client())
+def _admin(conn: KafkaConnection) -> AdminClient:
+    return AdminClient(conn.client(logger=KAFKA_LOG))
 
 
 def check_view(name: str, source: str, filter_text: str, schema_text: str | None) -> View:
@@ -230,9 +228,6 @@ def create_view(conn: KafkaConnection, deployment: str, name: str, source: str,
     `replication`), then the view is recorded in the deployment's catalog, where the
     deployment's materialisers find it. CatalogError (or the parser's error) if it cannot
     be; a view topic created before a failed catalog write is deleted again."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import NewTopic
-
     catalog = Catalog(conn, deployment)
     admin = _admin(conn)
     try:
@@ -292,8 +287,6 @@ def set_schema(conn: KafkaConnection, deployment: str, topic: str, text: str | N
 def delete_view(conn: KafkaConnection, deployment: str, name: str) -> None:
     """Remove the view from the catalog (its materialisers stop), then its topic and its
     consumer group (the group only once no materialiser is a member any more)."""
-    from confluent_kafka import KafkaException
-
     catalog = Catalog(conn, deployment)
     admin = _admin(conn)
     try:

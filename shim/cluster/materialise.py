@@ -52,10 +52,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
 from compiler.errors import CamusError
 from compiler.estimate import DEFAULT_MAX_ENTRIES
 from controller.targets import open_target
-from shim.cluster.catalog import Catalog, State, View, group_id, transactional_id
+from shim.cluster.catalog import (KAFKA_LOG, Catalog, CatalogError, State, View, group_id,
+                                  transactional_id)
 from shim.cluster.connection import KafkaConnection
 from shim.datapath import DataPath, Delivered
 from shim.protocol.records import Record
@@ -83,6 +87,7 @@ class Settings:
     poll: float = 0.1  # seconds a worker waits for a first record before polling again
     transaction_timeout_ms: int = 10_000
     session_timeout_ms: int = 6_000
+    max_poll_interval_ms: int = 300_000  # Kafka's default: a worker stuck longer leaves the group
     catalog_interval: float = 1.0  # seconds between reads of the catalog for new views
     report_interval: float = 10.0  # seconds between progress lines in the log (0: none)
 
@@ -136,8 +141,8 @@ class Materialiser:
         reporter = asyncio.ensure_future(self._report(stop))
         try:
             await loop.run_in_executor(io, catalog.ensure_topic)
+            state = await loop.run_in_executor(io, catalog.follow)
             while not stop.is_set():
-                state = await loop.run_in_executor(io, catalog.follow)
                 self._reconcile(state)
                 if ready is not None:
                     ready()
@@ -145,8 +150,17 @@ class Materialiser:
                 self._check_workers()
                 try:
                     await asyncio.wait_for(stop.wait(), self.settings.catalog_interval)
+                    break
                 except TimeoutError:
                     pass
+                try:
+                    state = await loop.run_in_executor(io, catalog.follow)
+                except (CatalogError, KafkaException) as exc:
+                    # The catalog's leader moving, or the cluster out of reach: the views
+                    # known so far go on (their workers retry on their own), and so does
+                    # reading the catalog, at the next interval.
+                    log.warning("the catalog %s could not be read (%s); trying again",
+                                catalog.topic, exc)
         finally:
             reporter.cancel()
             for w in self.workers.values():
@@ -212,41 +226,60 @@ class ViewWorker:
         return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
     async def run(self) -> None:
+        try:
+            if await self.start():
+                while not self.stopping:
+                    await self.step()
+        finally:
+            await self.close()
+
+    async def start(self) -> bool:
+        """Subscribe the view's port, wait until its entries are on the target, open the
+        Kafka clients; False if the view cannot be materialised (said in the log)."""
         dp = self.owner.datapath
         try:
-            try:
-                schema = self.view.parsed_schema()
-                vfilter = view_filter(dp.spec, schema, self.view.filter)
-            except CamusError as exc:  # the catalog holds a definition this camus refuses
-                log.error("view %s: not materialised: %s", self.view.name, exc)
-                return
-            self.schema = schema
-            self.number = self.owner.topic_number(self.view.source)
-            self.port = dp.allocate_port()
-            dp.subscribe(self.port, self.number, None, vfilter)
-            applied = asyncio.get_running_loop().create_future()
-            dp.when_applied(lambda: applied.done() or applied.set_result(None))
-            await applied
-            if self.port in dp.failed:
-                log.error("view %s: its filter did not compile: %s", self.view.name,
-                          dp.failed[self.port])
-                return
-            await self._call(self._open)
-            while not self.stopping:
-                batch = await self._call(self._consume)
-                if batch:
-                    delivered = await self._through_switch(batch)
-                    await self._call(self._transact, batch, delivered)
-        finally:
-            await self._call(self._close)
-            self._io.shutdown(wait=False)
-            if self.port is not None:
-                dp.unsubscribe(self.port)
-            log.info("view %s: stopped", self.view.name)
+            schema = self.view.parsed_schema()
+            vfilter = view_filter(dp.spec, schema, self.view.filter)
+        except CamusError as exc:  # the catalog holds a definition this camus refuses
+            log.error("view %s: not materialised: %s", self.view.name, exc)
+            return False
+        self.schema = schema
+        self.number = self.owner.topic_number(self.view.source)
+        self.port = dp.allocate_port()
+        dp.subscribe(self.port, self.number, None, vfilter)
+        applied = asyncio.get_running_loop().create_future()
+        dp.when_applied(lambda: applied.done() or applied.set_result(None))
+        await applied
+        if self.port in dp.failed:
+            log.error("view %s: its filter did not compile: %s", self.view.name,
+                      dp.failed[self.port])
+            return False
+        await self._call(self._open)
+        return True
+
+    async def step(self) -> None:
+        """One round of the loop: a batch read, through the switch, written and committed."""
+        batch = await self.read()
+        if batch:
+            await self.write(batch, await self.through_switch(batch))
+
+    async def read(self) -> dict[int, list[Record]]:
+        return await self._call(self._consume)
+
+    async def write(self, batch: dict[int, list[Record]], delivered: dict[int, list]) -> bool:
+        return await self._call(self._transact, batch, delivered)
+
+    async def close(self) -> None:
+        await self._call(self._close)
+        self._io.shutdown(wait=False)
+        if self.port is not None:
+            self.owner.datapath.unsubscribe(self.port)
+            self.port = None
+        log.info("view %s: stopped", self.view.name)
 
     # --- the switch (event loop) --------------------------------------------------------
 
-    async def _through_switch(self, batch: dict[int, list[Record]]) -> dict[int, list]:
+    async def through_switch(self, batch: dict[int, list[Record]]) -> dict[int, list]:
         """What the switch delivers to the view's port of each partition's records:
         {partition: [(source offset, record)]} in source order."""
         dp = self.owner.datapath
@@ -268,17 +301,15 @@ class ViewWorker:
     # --- Kafka (the worker's thread) -----------------------------------------------------
 
     def _open(self) -> None:
-        from confluent_kafka import Consumer, Producer
-
         s, view = self.settings, self.view
-        self.producer = Producer(self.conn.client(**{
+        self.producer = Producer(self.conn.client(logger=KAFKA_LOG, **{
             "transactional.id": transactional_id(s.deployment, view.name, s.instance),
             "transaction.timeout.ms": s.transaction_timeout_ms,
             "linger.ms": 5,
         }))
         # Fences an earlier producer with this transactional id and aborts what it left open.
         self._retry(self.producer.init_transactions, TIMEOUT)
-        self.consumer = Consumer(self.conn.client(**{
+        self.consumer = Consumer(self.conn.client(logger=KAFKA_LOG, **{
             "group.id": group_id(s.deployment, view.name),
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
@@ -287,6 +318,7 @@ class ViewWorker:
             "partition.assignment.strategy": "range,roundrobin",  # eager: see module text
             "session.timeout.ms": s.session_timeout_ms,
             "heartbeat.interval.ms": max(100, s.session_timeout_ms // 4),
+            "max.poll.interval.ms": s.max_poll_interval_ms,
         }))
         self.consumer.subscribe([view.source], on_assign=self._assigned,
                                 on_revoke=self._revoked, on_lost=self._revoked)
@@ -303,12 +335,9 @@ class ViewWorker:
     def _ensure_partitions(self, needed: int) -> None:
         """The view topic has as many partitions as its source (a source grown since the
         view was made grows the view, before a record goes to a partition it lacks)."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewPartitions
-
         if needed < self.view_partitions:
             return
-        admin = AdminClient(self.conn.client())
+        admin = AdminClient(self.conn.client(logger=KAFKA_LOG))
         md = admin.list_topics(timeout=TIMEOUT)
         view, source = md.topics.get(self.view.name), md.topics.get(self.view.source)
         if view is None or view.error is not None:
@@ -328,8 +357,6 @@ class ViewWorker:
     def _consume(self) -> dict[int, list[Record]]:
         """A batch of the source: the first record waits up to `poll` seconds, the rest are
         whatever else the client holds, up to `batch` records. {partition: records}."""
-        from confluent_kafka import KafkaException
-
         first = self.consumer.poll(self.settings.poll)
         if first is None:
             return {}
@@ -351,8 +378,6 @@ class ViewWorker:
     def _transact(self, batch: dict[int, list[Record]], delivered: dict[int, list]) -> bool:
         """Write `delivered` and commit `batch`'s offsets in one transaction; False if it
         was aborted (its partitions were rewound to be read again)."""
-        from confluent_kafka import KafkaException, TopicPartition
-
         p = self.producer
         positions = [TopicPartition(self.view.source, part, recs[-1].offset + 1)
                      for part, recs in batch.items()]
@@ -396,8 +421,6 @@ class ViewWorker:
     def _rewind(self, batch: dict[int, list[Record]]) -> None:
         """Back to the batch's first records, on the partitions this worker still has (a
         partition it lost starts from the group's committed offset wherever it goes)."""
-        from confluent_kafka import KafkaException, TopicPartition
-
         for part, recs in batch.items():
             try:
                 self.consumer.seek(TopicPartition(self.view.source, part, recs[0].offset))
@@ -408,8 +431,6 @@ class ViewWorker:
     def _retry(self, call, *args):
         """`call(*args)`, again while it fails with a retriable error (a coordinator moving
         after a broker died, a timeout), for up to GIVE_UP seconds."""
-        from confluent_kafka import KafkaException
-
         deadline = time.monotonic() + GIVE_UP
         while True:
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import threading
 import time
 
@@ -27,7 +28,7 @@ from .test_materialise import check_view, expected  # noqa: E402
 pytestmark = pytest.mark.java
 
 RECORDS = 200_000
-RATE = 8_000  # records a second the producer aims at: ~25 s, so the events fall inside it
+RATE = 5_000  # records a second the producer aims at: ~40 s, so the events fall inside it
 SCHEMA = "stock:str8=$.stock,price:u32=$.price,side:str1=header:side"
 STOCKS = ["GOOGL", "AAPL", "MSFT", "AMZN", "IBM"]
 
@@ -43,12 +44,14 @@ def members(bootstrap: str, group: str) -> int:
 
 
 class Produce(threading.Thread):
-    """RECORDS records at about RATE a second, acks=all and idempotent, noting every record
+    """`records` records at about `rate` a second, acks=all and idempotent, noting every record
     the cluster acknowledged: (partition, offset, value)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, records: int = RECORDS, rate: int = RATE
+                 ) -> None:
         super().__init__(daemon=True)
         self.topic = topic
+        self.records, self.rate = records, rate
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                   "enable.idempotence": True, "linger.ms": 10,
                                   "delivery.timeout.ms": 180_000})
@@ -67,7 +70,7 @@ class Produce(threading.Thread):
         try:
             rng = random.Random(27)
             start = time.monotonic()
-            for i in range(RECORDS):
+            for i in range(self.records):
                 doc = {"n": i, "stock": rng.choice(STOCKS), "price": rng.randrange(1000)}
                 while True:
                     try:
@@ -80,7 +83,7 @@ class Produce(threading.Thread):
                 self.sent = i + 1
                 if i % 500 == 499:
                     self.producer.poll(0)
-                    ahead = (i + 1) / RATE - (time.monotonic() - start)
+                    ahead = (i + 1) / self.rate - (time.monotonic() - start)
                     if ahead > 0:
                         time.sleep(ahead)
             left = self.producer.flush(240)
@@ -112,33 +115,68 @@ def test_kill_broker_and_instance_during_produce(cluster, materialisers):
     md = AdminClient({"bootstrap.servers": b}).list_topics(src, timeout=30)
     victim = md.topics[src].partitions[0].leader
     producer = Produce(b, src)
+    took_over: dict[str, int] = {}  # where instance a's log stood when b was killed
+
+    def kill_b() -> None:
+        took_over["at"] = len(instances["a"].stderr())
+        instances["b"].kill()
+
+    def create_late() -> None:
+        views[late_name] = late_filter
+        made = camus("cluster", "view", "create", late_name, "--source", src, "--filter",
+                     late_filter, "--kafka", cluster.bootstrap_alive(), "--deployment", dep)
+        assert made.returncode == 0, made.stderr
+
     events = [
         (40_000, "kill -9 broker", lambda: cluster.node(victim).kill()),
-        (80_000, "kill -9 instance b", lambda: instances["b"].kill()),
-        (110_000, "create a view", lambda: views.update({late_name: late_filter}) or camus(
-            "cluster", "view", "create", late_name, "--source", src, "--filter", late_filter,
-            "--kafka", cluster.bootstrap_alive(), "--deployment", dep)),
-        (150_000, "restart the broker", lambda: cluster.restart(victim)),
-        (170_000, "restart instance b", lambda: materialisers(b, dep, "b")),
+        (70_000, "kill -9 instance b", kill_b),
+        (100_000, "create a view", create_late),
+        (130_000, "restart the broker", lambda: cluster.restart(victim)),
+        (150_000, "restart instance b", lambda: instances.update(b=materialisers(b, dep, "b"))),
     ]
-    timeline = []
+    timeline: list[str] = []
     began = time.monotonic()
+    failures: list[BaseException] = []
+
+    def at(what: str) -> str:
+        return f"{time.monotonic() - began:6.1f} s {producer.sent:7d} sent: {what}"
+
+    def fire(what: str, act) -> None:
+        # Each event on its own thread: a restart takes seconds and must not hold back the
+        # events after it, which are to happen while records still flow.
+        timeline.append(at(what))
+        try:
+            act()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+        timeline.append(at(f"{what}: done"))
+
     producer.start()
-    for at, what, act in events:
-        wait_until(lambda: producer.sent >= at or not producer.is_alive(), 300, what)
-        result = act()
-        if what == "create a view":
-            assert result.returncode == 0, result.stderr
-        timeline.append(f"{time.monotonic() - began:6.1f} s  {producer.sent:7d} sent: {what}")
+    threads = []
+    for count, what, act in events:
+        wait_until(lambda: producer.sent >= count or not producer.is_alive(), 300, what)
+        threads.append(threading.Thread(target=fire, args=(what, act)))
+        threads[-1].start()
     producer.join(400)
+    for t in threads:
+        t.join(300)
+    assert not failures, failures
     assert producer.error is None, producer.error
-    timeline.append(f"{time.monotonic() - began:6.1f} s  produce done: {len(producer.acked)} "
-                    f"acknowledged, {len(producer.failed)} failed {producer.failed[:3]}")
+    timeline.append(at(f"produce done: {len(producer.acked)} acknowledged, "
+                       f"{len(producer.failed)} failed {producer.failed[:3]}"))
+    timeline.sort()
 
     for name in views:
         wait_until(lambda: caught_up(b, group_id(dep, name), src), 300,
                    f"view {name} to catch up\n" + "\n".join(timeline))
-    timeline.append(f"{time.monotonic() - began:6.1f} s  every view caught up")
+    timeline.append(at("every view caught up"))
+    for name in views:  # the restarted b holds partitions again, of the late view too
+        wait_until(lambda: members(b, group_id(dep, name)) == 2, 60, f"b back in {name}")
+    # Instance a took over b's partitions of the views b held when it was killed.
+    after_kill = instances["a"].stderr()[took_over["at"]:]
+    for name in views:
+        if name != late_name:
+            assert f"view {name}: instance a assigned source partitions [0, 1, 2, 3]" in after_kill
 
     source = read_all(b, src)
     stored = {(r.partition, r.offset, r.value) for r in source}
@@ -148,6 +186,39 @@ def test_kill_broker_and_instance_during_produce(cluster, materialisers):
     assert len({r.value for r in source}) == len(source), "a record is in the source twice"
     for name, text in views.items():
         check_view(source, read_all(b, name), expected(SCHEMA, text, source))
-    timeline.append(f"{time.monotonic() - began:6.1f} s  checked {len(source)} source records "
-                    f"and {len(views)} views")
+    timeline.append(at(f"checked {len(source)} source records and {len(views)} views"))
     print("\n".join(timeline))
+
+
+def test_a_paused_instance_cannot_commit_what_it_lost(cluster, materialisers):
+    """KIP-447's fencing with a zombie: instance b is paused (SIGSTOP) past its session
+    timeout while records flow, so the group gives its partitions to a; when b resumes it
+    may still hold a batch it read before, but a commit of it carries b's old generation
+    and is refused, so the view still holds every matching record exactly once."""
+    b = cluster.bootstrap
+    dep, src, view = unique("dep"), unique("zsrc"), unique("zview")
+    create_topic(b, src, 4)
+    assert camus("cluster", "schema", "set", src, SCHEMA, "--kafka", b,
+                 "--deployment", dep).returncode == 0
+    text = "price < 600"
+    assert camus("cluster", "view", "create", view, "--source", src, "--filter", text,
+                 "--kafka", b, "--deployment", dep).returncode == 0
+    inst = {n: materialisers(b, dep, n) for n in ("a", "b")}
+    wait_until(lambda: members(b, group_id(dep, view)) == 2, 60, "both instances in the group")
+    producer = Produce(b, src, records=40_000, rate=4_000)
+    producer.start()
+    wait_until(lambda: producer.sent >= 8_000, 60, "records flowing")
+    mark = len(inst["a"].stderr())
+    inst["b"].proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: f"view {view}: instance a assigned source partitions [0, 1, 2, 3]"
+                   in inst["a"].stderr()[mark:], 60, "a to take b's partitions")
+    finally:
+        inst["b"].proc.send_signal(signal.SIGCONT)
+    producer.join(300)
+    assert producer.error is None, producer.error
+    wait_until(lambda: caught_up(b, group_id(dep, view), src), 120, "the view to catch up")
+    wait_until(lambda: members(b, group_id(dep, view)) == 2, 60, "b back in the group")
+    assert inst["b"].proc.poll() is None, inst["b"].stderr()  # b resumed, and goes on
+    source = read_all(b, src)
+    check_view(source, read_all(b, view), expected(SCHEMA, text, source))
