@@ -114,11 +114,18 @@ def _connect(args: argparse.Namespace):
 
 
 def _fail(what: str, exc: BaseException) -> int:
+    """Say why in one line; exit status 2 for bad arguments, 1 for the rest."""
+    from confluent_kafka import KafkaException
+
+    if isinstance(exc, KafkaException):  # the cluster out of reach, or refusing the request
+        exc = exc.args[0].str()
     print(f"camus cluster {what}: {exc}", file=sys.stderr)
-    return 1 if not isinstance(exc, (ValueError, OSError)) else 2
+    return 2 if isinstance(exc, (ValueError, OSError)) else 1
 
 
 def run_view(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
     from compiler.errors import CamusError
     from shim.cluster import catalog
 
@@ -140,18 +147,20 @@ def run_view(args: argparse.Namespace) -> int:
                 cat.close()
             for view in state.views.values():
                 print(f"{view.name}\tview of {view.source} where {view.filter}")
-    except (CamusError, catalog.CatalogError, ValueError, OSError) as exc:
+    except (CamusError, catalog.CatalogError, KafkaException, ValueError, OSError) as exc:
         return _fail(what, exc)
     return 0
 
 
 def run_schema(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+
     from compiler.errors import CamusError
     from shim.cluster import catalog
 
     try:
         catalog.set_schema(_connect(args), args.deployment, args.topic, args.schema or None)
-    except (CamusError, catalog.CatalogError, ValueError, OSError) as exc:
+    except (CamusError, catalog.CatalogError, KafkaException, ValueError, OSError) as exc:
         return _fail(f"schema set {args.topic}", exc)
     print(f"schema of {args.topic}: {args.schema or 'none'}")
     return 0
@@ -192,8 +201,12 @@ def run_materialise(args: argparse.Namespace) -> int:
 
         await mat.run(stop, ready)
 
+    from confluent_kafka import KafkaException
+
     try:
         asyncio.run(main())
     except (Fatal, CatalogError) as exc:
+        return _fail("materialise", exc)
+    except KafkaException as exc:  # the cluster out of reach at start, or refusing us
         return _fail("materialise", exc)
     return 0

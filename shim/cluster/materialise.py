@@ -192,8 +192,15 @@ class Materialiser:
                 log.info("view %s: materialising %s where %s", name, view.source, view.filter)
 
     def _check_workers(self) -> None:
+        """Fatal if a worker failed, unless its view was being stopped (a view deleted while
+        its worker wrote: the topic goes away under it, which ends nothing else)."""
         for name, task in list(self._tasks.items()):
             if task.done() and not task.cancelled() and task.exception() is not None:
+                if self.workers[name].stopping:
+                    log.info("view %s: its worker ended while stopping: %s", name,
+                             task.exception())
+                    del self.workers[name], self._tasks[name]
+                    continue
                 raise Fatal(f"view {name}: {task.exception()}") from task.exception()
 
     async def _report(self, stop: asyncio.Event) -> None:
