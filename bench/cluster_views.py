@@ -8,9 +8,10 @@ in one run:
 
 * rate: N records (default 200,000; ~80-byte JSON `{"n", "sel", "pad"}`, `sel` uniform in
   0..99) are produced into a 4-partition source first; then a view `sel < 50` (half the
-  records) is created for a deployment of one instance, and the time from creating it until
-  its consumer group has committed every source offset gives records/s (this includes the
-  instance noticing the view in its catalog, within a second, and joining the group); the
+  records) is created for a deployment of one instance, and the time from its creation
+  (the command's return) until its consumer group has committed every source offset gives
+  records/s (this includes the instance noticing the view in its catalog, within a second,
+  opening its transactional producer and joining the group); the
   steady rate, between 10 % and 90 % of the source committed, is printed too. The same again
   with a fresh deployment of two instances. The baseline, same run: a read_committed
   confluent-kafka consumer reading the N source records (what reading the source alone costs
@@ -120,9 +121,9 @@ def materialise(bootstrap: str, deployment: str, instances: int, source: str, n:
     logs.extend(started)
     camus("cluster", "schema", "set", source, SCHEMA, "--kafka", bootstrap,
           "--deployment", deployment)
-    began = time.monotonic()
     camus("cluster", "view", "create", view, "--source", source, "--filter", FILTER,
           "--kafka", bootstrap, "--deployment", deployment)
+    began = time.monotonic()  # the view is in the catalog from here
     group = group_id(deployment, view)
     ends = end_offsets(bootstrap, source)
     total = sum(ends.values())
