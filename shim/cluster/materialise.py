@@ -232,7 +232,9 @@ class ViewWorker:
         self.consumer = None
         self.producer = None
         self.view_partitions = 0
-        self.port: int | None = None
+        self.port: int | None = None  # the view's endpoint on the switch, once started
+        self.schema = None  # the source's schema (shim.schema.Schema), once started
+        self.number = 0  # the source's topic number in the Kafka header, once started
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"camus-view-{view.name}")
 
     async def _call(self, fn, *args):

@@ -84,6 +84,22 @@ def camus(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def source_with_views(bootstrap: str, deployment: str, source: str, partitions: int,
+                      schema: str, views: dict[str, str]) -> None:
+    """A source topic in the cluster with camus.schema `schema`, and `views` ({name:
+    filter}) of it, made with the command line as a user makes them."""
+    from .kafka_io import create_topic
+
+    create_topic(bootstrap, source, partitions)
+    done = camus("cluster", "schema", "set", source, schema, "--kafka", bootstrap,
+                 "--deployment", deployment)
+    assert done.returncode == 0, done.stderr
+    for name, text in views.items():
+        made = camus("cluster", "view", "create", name, "--source", source, "--filter", text,
+                     "--kafka", bootstrap, "--deployment", deployment)
+        assert made.returncode == 0, made.stderr
+
+
 def checksum(rows) -> tuple[int, str]:
     """(count, SHA-256 over the sorted (source partition, source offset, value) rows)."""
     h = hashlib.sha256()

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from shim.cluster.catalog import group_id  # noqa: E402
 
-from .conftest import camus, unique, wait_until  # noqa: E402
-from .kafka_io import caught_up, create_topic, read_all  # noqa: E402
+from .conftest import camus, source_with_views, unique, wait_until  # noqa: E402
+from .kafka_io import caught_up, read_all  # noqa: E402
 from .test_materialise import check_view, expected  # noqa: E402
 
 pytestmark = pytest.mark.java
@@ -95,15 +95,9 @@ class Produce(threading.Thread):
 def test_kill_broker_and_instance_during_produce(cluster, materialisers):
     b = cluster.bootstrap
     dep, src = unique("dep"), unique("flow")
-    create_topic(b, src, 4)
-    assert camus("cluster", "schema", "set", src, SCHEMA, "--kafka", b,
-                 "--deployment", dep).returncode == 0
     views = {unique("high"): "price > 700", unique("buys"): 'side == "B" and price < 300'}
     late_name, late_filter = unique("late"), 'stock == "GOOGL" or price < 50'
-    for name, text in views.items():
-        made = camus("cluster", "view", "create", name, "--source", src, "--filter", text,
-                     "--kafka", b, "--deployment", dep)
-        assert made.returncode == 0, made.stderr
+    source_with_views(b, dep, src, 4, SCHEMA, views)
     instances = {n: materialisers(b, dep, n) for n in ("a", "b")}
     for name in views:
         wait_until(lambda: members(b, group_id(dep, name)) == 2, 60,
@@ -197,12 +191,8 @@ def test_a_paused_instance_cannot_commit_what_it_lost(cluster, materialisers):
     and is refused, so the view still holds every matching record exactly once."""
     b = cluster.bootstrap
     dep, src, view = unique("dep"), unique("zsrc"), unique("zview")
-    create_topic(b, src, 4)
-    assert camus("cluster", "schema", "set", src, SCHEMA, "--kafka", b,
-                 "--deployment", dep).returncode == 0
     text = "price < 600"
-    assert camus("cluster", "view", "create", view, "--source", src, "--filter", text,
-                 "--kafka", b, "--deployment", dep).returncode == 0
+    source_with_views(b, dep, src, 4, SCHEMA, {view: text})
     inst = {n: materialisers(b, dep, n) for n in ("a", "b")}
     wait_until(lambda: members(b, group_id(dep, view)) == 2, 60, "both instances in the group")
     producer = Produce(b, src, records=40_000, rate=4_000)

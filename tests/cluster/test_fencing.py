@@ -23,8 +23,8 @@ from shim.cluster.connection import KafkaConnection  # noqa: E402
 from shim.cluster.materialise import Materialiser, Settings, ViewWorker  # noqa: E402
 from shim.datapath import DataPath  # noqa: E402
 
-from .conftest import camus, unique, wait_until  # noqa: E402
-from .kafka_io import caught_up, create_topic, read_all  # noqa: E402
+from .conftest import source_with_views, unique, wait_until  # noqa: E402
+from .kafka_io import caught_up, read_all  # noqa: E402
 from .test_materialise import check_view, expected  # noqa: E402
 
 pytestmark = pytest.mark.java
@@ -35,12 +35,8 @@ SCHEMA = "price:u32=$.price"
 def test_a_worker_that_lost_its_partitions_cannot_commit_them(cluster, materialisers):
     b = cluster.bootstrap
     dep, src, view = unique("dep"), unique("fsrc"), unique("fview")
-    create_topic(b, src, 2)
-    assert camus("cluster", "schema", "set", src, SCHEMA, "--kafka", b,
-                 "--deployment", dep).returncode == 0
     text = "price >= 50"
-    assert camus("cluster", "view", "create", view, "--source", src, "--filter", text,
-                 "--kafka", b, "--deployment", dep).returncode == 0
+    source_with_views(b, dep, src, 2, SCHEMA, {view: text})
     p = Producer({"bootstrap.servers": b, "acks": "all", "enable.idempotence": True})
     for i in range(200):
         p.produce(src, json.dumps({"price": i % 100}).encode(), partition=i % 2)

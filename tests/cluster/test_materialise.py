@@ -25,7 +25,7 @@ from shim.cluster.materialise import SOURCE_OFFSET, SOURCE_PARTITION  # noqa: E4
 from shim.schema import parse_schema  # noqa: E402
 from shim.subscriptions import kafka_spec, view_filter  # noqa: E402
 
-from .conftest import camus, checksum, unique, wait_until  # noqa: E402
+from .conftest import camus, checksum, source_with_views, unique, wait_until  # noqa: E402
 from .kafka_io import Row, caught_up, create_topic, read_all  # noqa: E402
 
 pytestmark = pytest.mark.java
@@ -77,13 +77,8 @@ def doc(rng: random.Random) -> tuple[dict, bytes]:
 def test_view_holds_what_the_reference_selects_and_any_client_reads_it(cluster, materialisers):
     b = cluster.bootstrap
     dep, src, view = unique("dep"), unique("src"), unique("view")
-    create_topic(b, src, 2)
-    assert camus("cluster", "schema", "set", src, SCHEMA, "--kafka", b, "--deployment", dep
-                 ).returncode == 0
     text = 'a > 500 and side == "B" or s == "CD"'
-    made = camus("cluster", "view", "create", view, "--source", src, "--filter", text,
-                 "--kafka", b, "--deployment", dep)
-    assert made.returncode == 0, made.stderr
+    source_with_views(b, dep, src, 2, SCHEMA, {view: text})
     materialisers(b, dep, "one")
     rng = random.Random(7)
     produce(b, src, [doc(rng) for _ in range(3000)])
@@ -190,11 +185,7 @@ def test_bad_view_and_schema_are_refused_with_where(cluster):
 def test_view_delete_removes_topic_and_catalog_entry(cluster, materialisers):
     b = cluster.bootstrap
     dep, src, view = unique("dep"), unique("src"), unique("view")
-    create_topic(b, src, 1)
-    assert camus("cluster", "schema", "set", src, SCHEMA, "--kafka", b, "--deployment", dep
-                 ).returncode == 0
-    assert camus("cluster", "view", "create", view, "--source", src, "--filter", "a > 3",
-                 "--kafka", b, "--deployment", dep).returncode == 0
+    source_with_views(b, dep, src, 1, SCHEMA, {view: "a > 3"})
     listed = camus("cluster", "view", "list", "--kafka", b, "--deployment", dep)
     assert f"{view}\tview of {src} where a > 3" in listed.stdout
     inst = materialisers(b, dep, "d")
