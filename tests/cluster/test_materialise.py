@@ -197,3 +197,18 @@ def test_view_delete_removes_topic_and_catalog_entry(cluster, materialisers):
     wait_until(lambda: f"view {view}: stopped" in inst.stderr(), 30,
                "the instance to stop materialising the deleted view")
     assert inst.proc.poll() is None, inst.stderr()  # the instance itself goes on
+
+
+def test_a_remote_target_materialises_the_same(cluster, materialisers):
+    """`--target switch`: the records go through `camus switch serve`, a separate process
+    reached over P4Runtime and UDP, as `camus serve --target switch` sends them."""
+    b = cluster.bootstrap
+    dep, src, view = unique("dep"), unique("src"), unique("view")
+    text = 'a < 300 or s == "EF"'
+    source_with_views(b, dep, src, 2, SCHEMA, {view: text})
+    materialisers(b, dep, "remote", ["--target", "switch"])
+    rng = random.Random(11)
+    produce(b, src, [doc(rng) for _ in range(1500)])
+    wait_until(lambda: caught_up(b, group_id(dep, view), src), 120, "the view to catch up")
+    source = read_all(b, src)
+    check_view(source, read_all(b, view), expected(SCHEMA, text, source))
