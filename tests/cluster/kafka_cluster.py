@@ -29,6 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_LIBS = REPO.parent / "shared" / "peers" / "kafka" / "libs"
+# Three JVMs share two cores with the tests: the serial collector (no GC threads of its own)
+# and the C1 compiler only (no C2 compile threads, a faster start, a lower peak speed).
 JVM_OPTS = ["-server", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-Djava.awt.headless=true"]
 READY = "Kafka Server started"
