@@ -11,21 +11,13 @@ import asyncio
 import errno
 import logging
 import sys
-from pathlib import Path
+
+from .options import add_connection_options
 
 
 def add_serve_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("in front of an Apache Kafka cluster (docs/cluster.md)")
-    g.add_argument("--kafka", metavar="HOST:PORT[,HOST:PORT...]",
-                   help="keep topics, records, groups, offsets and transactions in this Kafka "
-                        "cluster (its bootstrap servers): camus forwards each client's requests "
-                        "to the broker that owns them")
-    g.add_argument("--kafka-config", type=Path, action="append", default=[], metavar="FILE",
-                   help="the connection's client properties (security.protocol, sasl.mechanism, "
-                        "sasl.username, sasl.password or sasl.jaas.config, ssl.ca.location, "
-                        "ssl.certificate.location, ssl.key.location, ...); repeatable")
-    g.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="one connection property, after the files; repeatable")
+    add_connection_options(g, required=False)
 
 
 # Flags of the embedded broker that mean nothing when the cluster keeps the records.
@@ -43,7 +35,8 @@ _EMBEDDED_ONLY = {
 def run(args: argparse.Namespace) -> int:
     from shim.security.listeners import Security, parse_listener
 
-    from .connection import SettingsError, settings_from
+    from .connection import SettingsError
+    from .options import settings_from_args
     from .front_door import FrontDoor, FrontDoorError, serve
 
     def fail(message: str) -> int:
@@ -59,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if used:
         return fail("--kafka: not with " + "; ".join(used))
     try:
-        settings = settings_from(args.kafka, args.kafka_config, args.kafka_option)
+        settings = settings_from_args(args)
     except SettingsError as exc:
         return fail(str(exc))
     security = Security()
