@@ -41,7 +41,20 @@ KAFKA_LOG = logging.getLogger("camus.cluster.kafka")
 
 
 class CatalogError(Exception):
-    """A catalog operation that cannot be done; the message says why."""
+    """A catalog operation that cannot be done; the message says why, and `code` names the
+    Kafka error (a `shim.protocol.ErrorCode` member name) a CreateTopics or DeleteTopics
+    through the front door answers with."""
+
+    def __init__(self, message: str, code: str = "invalid_config") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _kafka_code(exc: KafkaException) -> str:
+    """The ErrorCode member name of a confluent-kafka error (librdkafka names the broker's
+    errors as Kafka does, in capitals; its own, negative ones, are not Kafka's)."""
+    err = exc.args[0]
+    return err.name().lower() if err.code() > 0 else "unknown_server_error"
 
 
 def check_name(what: str, name: str) -> str:
@@ -212,6 +225,20 @@ def _admin(conn: ClusterSettings) -> AdminClient:
     return AdminClient(conn.client_config(logger=KAFKA_LOG))
 
 
+def _topic(admin: AdminClient, name: str, patience: float = 5.0):
+    """The cluster's metadata of topic `name`, or None. A topic created a moment ago (by the
+    same client, just before) may not be in the answering broker's metadata yet: missing
+    topics are asked about again for `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        topic = admin.list_topics(name, timeout=TIMEOUT).topics.get(name)
+        if topic is not None and topic.error is None and topic.partitions:
+            return topic
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.2)
+
+
 def check_view(name: str, source: str, filter_text: str, schema_text: str | None) -> View:
     """The view these define, or the parser's error (line and column in the filter, or in
     the schema); nothing is read from or written to the cluster."""
@@ -222,12 +249,15 @@ def check_view(name: str, source: str, filter_text: str, schema_text: str | None
 
 
 def create_view(conn: ClusterSettings, deployment: str, name: str, source: str,
-                filter_text: str, replication: int | None = None) -> View:
+                filter_text: str, replication: int | None = None,
+                configs: dict[str, str] | None = None, validate_only: bool = False) -> View:
     """Make `name` a view of `source` through `filter_text`: the view topic is created in
     the cluster with the source's partition count and replication factor (or
-    `replication`), then the view is recorded in the deployment's catalog, where the
-    deployment's materialisers find it. CatalogError (or the parser's error) if it cannot
-    be; a view topic created before a failed catalog write is deleted again."""
+    `replication`) and Kafka's own topic `configs` (retention and the like), then the view is
+    recorded in the deployment's catalog, where the deployment's materialisers find it.
+    CatalogError (or the parser's error) if it cannot be; a view topic created before a
+    failed catalog write is deleted again. `validate_only`: check everything, change
+    nothing (CreateTopics' validate_only)."""
     catalog = Catalog(conn, deployment)
     admin = _admin(conn)
     try:
@@ -238,18 +268,22 @@ def create_view(conn: ClusterSettings, deployment: str, name: str, source: str,
             raise CatalogError(f"camus.source={source!r} is itself a view; name its source")
         md = admin.list_topics(timeout=TIMEOUT)
         if name in md.topics or name in state.views:
-            raise CatalogError(f"topic {name!r} already exists")
-        src = md.topics.get(source)
-        if src is None or src.error is not None:
+            raise CatalogError(f"topic {name!r} already exists", "topic_already_exists")
+        src = _topic(admin, source)
+        if src is None:
             raise CatalogError(f"camus.source={source!r}: no such topic in the cluster")
         view = check_view(name, source, filter_text, state.schemas.get(source))
         partitions = len(src.partitions)
         rf = replication or len(next(iter(src.partitions.values())).replicas)
         try:
-            admin.create_topics([NewTopic(name, partitions, rf)],
-                                operation_timeout=TIMEOUT)[name].result(TIMEOUT)
+            admin.create_topics([NewTopic(name, partitions, rf, config=dict(configs or {}))],
+                                operation_timeout=TIMEOUT,
+                                validate_only=validate_only)[name].result(TIMEOUT)
         except KafkaException as exc:
-            raise CatalogError(f"cannot create view topic {name!r}: {exc.args[0].str()}") from None
+            raise CatalogError(f"cannot create view topic {name!r}: {exc.args[0].str()}",
+                               _kafka_code(exc)) from None
+        if validate_only:
+            return view
         try:
             catalog.put_view(view)
         except BaseException:
@@ -276,23 +310,51 @@ def set_schema(conn: ClusterSettings, deployment: str, topic: str, text: str | N
         if users and state.schemas.get(topic) != text:
             raise CatalogError(f"camus.schema of {topic!r} cannot change while views use it "
                                f"({', '.join(users)})")
-        md = admin.list_topics(topic, timeout=TIMEOUT)
-        if topic not in md.topics or md.topics[topic].error is not None:
-            raise CatalogError(f"no topic {topic!r} in the cluster")
+        if _topic(admin, topic) is None:
+            raise CatalogError(f"no topic {topic!r} in the cluster",
+                               "unknown_topic_or_partition")
         catalog.put_schema(topic, text)
     finally:
         catalog.close()
 
 
-def delete_view(conn: ClusterSettings, deployment: str, name: str) -> None:
+def create_source(conn: ClusterSettings, deployment: str, name: str, partitions: int,
+                  replication: int, configs: dict[str, str], schema_text: str,
+                  validate_only: bool = False) -> None:
+    """A plain topic of the cluster with Kafka's `configs`, given the camus.schema
+    `schema_text` in the catalog (a CreateTopics with camus.schema through the front door:
+    the cluster would refuse the config itself). The topic is deleted again if its schema
+    cannot be recorded."""
+    parse_schema(schema_text)  # SchemaError with the column, before anything is created
+    admin = _admin(conn)
+    try:
+        admin.create_topics([NewTopic(name, partitions, replication, config=dict(configs))],
+                            operation_timeout=TIMEOUT,
+                            validate_only=validate_only)[name].result(TIMEOUT)
+    except KafkaException as exc:
+        raise CatalogError(f"cannot create topic {name!r}: {exc.args[0].str()}",
+                           _kafka_code(exc)) from None
+    if validate_only:
+        return
+    try:
+        set_schema(conn, deployment, name, schema_text)
+    except BaseException:
+        admin.delete_topics([name], operation_timeout=TIMEOUT)
+        raise
+
+
+def delete_view(conn: ClusterSettings, deployment: str, name: str,
+                group_timeout: float = TIMEOUT) -> None:
     """Remove the view from the catalog (its materialisers stop), then its topic and its
-    consumer group (the group only once no materialiser is a member any more)."""
+    consumer group (the group only once no materialiser is a member any more, waiting up
+    to `group_timeout` seconds for them to leave; 0: not at all)."""
     catalog = Catalog(conn, deployment)
     admin = _admin(conn)
     try:
         state = catalog.read()
         if name not in state.views:
-            raise CatalogError(f"no view {name!r} in deployment {deployment!r}")
+            raise CatalogError(f"no view {name!r} in deployment {deployment!r}",
+                               "unknown_topic_or_partition")
         catalog.remove_view(name)
     finally:
         catalog.close()
@@ -300,8 +362,17 @@ def delete_view(conn: ClusterSettings, deployment: str, name: str) -> None:
         admin.delete_topics([name], operation_timeout=TIMEOUT)[name].result(TIMEOUT)
     except KafkaException as exc:
         raise CatalogError(f"view {name!r} left the catalog, but its topic was not deleted: "
-                           f"{exc.args[0].str()}") from None
-    deadline = time.monotonic() + TIMEOUT
+                           f"{exc.args[0].str()}", _kafka_code(exc)) from None
+    if group_timeout > 0:
+        delete_group(conn, deployment, name, group_timeout)
+
+
+def delete_group(conn: ClusterSettings, deployment: str, name: str,
+                 timeout: float = TIMEOUT) -> None:
+    """Delete a removed view's consumer group once its members (materialisers, which leave
+    when they read the view's tombstone) are gone."""
+    admin = _admin(conn)
+    deadline = time.monotonic() + timeout
     group = group_id(deployment, name)
     while True:  # members leave when their instances read the tombstone
         try:

@@ -22,17 +22,11 @@ import sys
 LOG_LEVELS = {-1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}  # -q, default, -v
 
 
-def _connection_options(p: argparse.ArgumentParser) -> None:
-    from shim.cluster.options import add_connection_options
+def _connection_options(p: argparse.ArgumentParser, instance: bool = False) -> None:
+    from shim.cluster.options import add_connection_options, add_deployment_options
 
     add_connection_options(p, required=True)
-    add_deployment_option(p)
-
-
-def add_deployment_option(p) -> None:
-    p.add_argument("--deployment", default="camus", metavar="NAME",
-                   help="the camus deployment whose views these are (default camus): its "
-                        "catalog topic, consumer groups and transactional ids are named by it")
+    add_deployment_options(p, instance)
 
 
 def register(subparsers) -> None:
@@ -50,10 +44,7 @@ def register(subparsers) -> None:
                     "through the switch, what the switch delivers into the view topic, in "
                     "transactions with the source offsets. Instances of one deployment share "
                     "each view's source partitions through Kafka's consumer groups.")
-    _connection_options(m)
-    m.add_argument("--instance", metavar="NAME",
-                   help="this instance's name, unique in the deployment and the same across "
-                        "its restarts (part of its transactional ids; default HOST-PID)")
+    _connection_options(m, instance=True)
     m.add_argument("--view", action="append", metavar="NAME",
                    help="materialise only this view (repeatable; default every view)")
     m.add_argument("--target", default="embedded:native", metavar="SPEC",

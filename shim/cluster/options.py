@@ -1,5 +1,5 @@
-"""The cluster connection on the command line: one syntax for `camus serve --kafka` and every
-`camus cluster` command. Kept apart from `connection` (which loads the protocol codec) so that
+"""The cluster connection and the deployment on the command line: one syntax for `camus serve
+--kafka` and every `camus cluster` command. Kept apart from `connection` (which loads the protocol codec) so that
 building the command line's parsers stays cheap."""
 
 from __future__ import annotations
@@ -19,6 +19,17 @@ def add_connection_options(p, required: bool) -> None:
                         "ssl.key.location, ...); repeatable")
     p.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
                    help="one connection property, applied after the files; repeatable")
+
+
+def add_deployment_options(p, instance: bool) -> None:
+    """`--deployment NAME` (and `--instance NAME` for a command that materialises)."""
+    p.add_argument("--deployment", default="camus", metavar="NAME",
+                   help="the camus deployment whose views these are (default camus): its "
+                        "catalog topic, consumer groups and transactional ids are named by it")
+    if instance:
+        p.add_argument("--instance", metavar="NAME",
+                       help="this instance's name, unique in the deployment and the same across "
+                            "its restarts (part of its transactional ids; default HOST-PID)")
 
 
 def settings_from_args(args):
