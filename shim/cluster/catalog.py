@@ -228,10 +228,11 @@ def _admin(conn: ClusterSettings) -> AdminClient:
 def _topic(admin: AdminClient, name: str, patience: float = 5.0):
     """The cluster's metadata of topic `name`, or None. A topic created a moment ago (by the
     same client, just before) may not be in the answering broker's metadata yet: missing
-    topics are asked about again for `patience` seconds."""
+    topics are asked about again for `patience` seconds. The question names no topic: a
+    Metadata request naming a missing one creates it on a cluster that auto-creates topics."""
     deadline = time.monotonic() + patience
     while True:
-        topic = admin.list_topics(name, timeout=TIMEOUT).topics.get(name)
+        topic = admin.list_topics(timeout=TIMEOUT).topics.get(name)
         if topic is not None and topic.error is None and topic.partitions:
             return topic
         if time.monotonic() > deadline:

@@ -65,7 +65,7 @@ PRODUCE, FETCH, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 19, 22
 # A view hook (`FrontDoor.views`, shim.cluster.views.Views) answers what the cluster would
 # refuse: topics with camus.* configs in CreateTopics, and views named in DeleteTopics. Its
 # methods: `create(name, partitions, replication, configs, validate_only)` and
-# `delete(name)`, each -> (ErrorCode, message or None); `view_names()` -> set of names.
+# `delete(name)`, each -> (ErrorCode, message or None); `view_sources()` -> {view: source}.
 DESCRIBE_TOPIC_PARTITIONS, LIST_GROUPS, LIST_TRANSACTIONS = 75, 16, 66
 DESCRIBE_CONFIGS, BROKER_RESOURCES = 32, (4, 8)  # resource types BROKER, BROKER_LOGGER
 
@@ -859,26 +859,40 @@ class ClientSession:
 
     async def _delete_topics(self, request, payload: bytes):
         """Views named in a DeleteTopics leave the catalog (and the cluster) through the view
-        hook; the other topics are the cluster's to delete. Topics named by id only (v6+)
-        go to the cluster: a view's topic is deleted there, but stays in the catalog."""
+        hook; a source of views is refused, as on the embedded broker; the other topics are
+        the cluster's to delete. Topics named by id only (v6+) go to the cluster: a view's
+        topic is deleted there, but stays in the catalog."""
         by_id = request.api_version >= 6
         names = ([t.name for t in request.body.topics] if by_id
                  else list(request.body.topic_names))
-        views = await self.door.views.view_names()
-        if not any(n in views for n in names if n is not None):
+        sources = await self.door.views.view_sources()
+        users: dict[str, list[str]] = {}
+        for view, source in sorted(sources.items()):
+            users.setdefault(source, []).append(view)
+        mine = {n for n in names if n in sources or n in users}
+        if not mine:
             return await self._anywhere(request, payload)
         results = []
         for name in names:
-            if name in views:
+            if name in sources:
                 code, message = await self.door.views.delete(name)
-                results.append({"name": name, "error_code": code, "error_message": message,
-                                "topic_id": uuid.UUID(int=0)})
+            elif name in users and not set(users[name]) <= set(names):
+                code, message = ErrorCode.policy_violation, (
+                    f"topic {name!r} is the source of views {', '.join(users[name])}; "
+                    "delete them first")
+            elif name in users:  # its views go in the same request: the cluster deletes it
+                mine.discard(name)
+                continue
+            else:
+                continue
+            results.append({"name": name, "error_code": code, "error_message": message,
+                            "topic_id": uuid.UUID(int=0)})
         local = build(request.response_class, {"responses": results})
         if by_id:
-            rest = tuple(t for t in request.body.topics if t.name not in views)
+            rest = tuple(t for t in request.body.topics if t.name not in mine)
             body = dataclasses.replace(request.body, topics=rest)
         else:
-            rest = tuple(n for n in names if n not in views)
+            rest = tuple(n for n in names if n not in mine)
             body = dataclasses.replace(request.body, topic_names=rest)
         if not rest:
             return encode_response(request, local)

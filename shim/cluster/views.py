@@ -98,9 +98,11 @@ class Views:
             log.info("view %s of %s where %s: in the catalog of deployment %s", name, source,
                      filter_text, self.deployment)
 
-    async def view_names(self) -> set[str]:
-        """The deployment's views as of now (the catalog followed to its end)."""
-        return set((await self._call(self._follow)).views)
+    async def view_sources(self) -> dict[str, str]:
+        """{view: its source} for the deployment's views as of now (the catalog followed to
+        its end)."""
+        state = await self._call(self._follow)
+        return {name: v.source for name, v in state.views.items()}
 
     def _follow(self):
         if self._catalog is None:

@@ -87,6 +87,11 @@ def test_a_view_created_through_camus_is_materialised_and_read_alike(cluster, ma
         check_view(source, straight, want)
         assert through == straight
 
+        # A source of views cannot go while they are there, as on the embedded broker.
+        with pytest.raises(KafkaException) as refused:
+            admin.delete_topics([src], operation_timeout=60)[src].result(90)
+        # (librdkafka shows DeleteTopics' code only, not the message naming the views.)
+        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
         # DeleteTopics of the view through camus: out of the catalog and the cluster; the
         # plain topic in the same request is the cluster's to delete.
         for name, future in admin.delete_topics([view, plain], operation_timeout=60).items():
