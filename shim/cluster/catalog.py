@@ -240,6 +240,17 @@ def _topic(admin: AdminClient, name: str, patience: float = 5.0):
         time.sleep(0.2)
 
 
+def _create_topic(admin: AdminClient, what: str, name: str, partitions: int, replication: int,
+                  configs: dict[str, str], validate_only: bool) -> None:
+    try:
+        admin.create_topics([NewTopic(name, partitions, replication, config=dict(configs))],
+                            operation_timeout=TIMEOUT,
+                            validate_only=validate_only)[name].result(TIMEOUT)
+    except KafkaException as exc:
+        raise CatalogError(f"cannot create {what} {name!r}: {exc.args[0].str()}",
+                           _kafka_code(exc)) from None
+
+
 def check_view(name: str, source: str, filter_text: str, schema_text: str | None) -> View:
     """The view these define, or the parser's error (line and column in the filter, or in
     the schema); nothing is read from or written to the cluster."""
@@ -276,13 +287,7 @@ def create_view(conn: ClusterSettings, deployment: str, name: str, source: str,
         view = check_view(name, source, filter_text, state.schemas.get(source))
         partitions = len(src.partitions)
         rf = replication or len(next(iter(src.partitions.values())).replicas)
-        try:
-            admin.create_topics([NewTopic(name, partitions, rf, config=dict(configs or {}))],
-                                operation_timeout=TIMEOUT,
-                                validate_only=validate_only)[name].result(TIMEOUT)
-        except KafkaException as exc:
-            raise CatalogError(f"cannot create view topic {name!r}: {exc.args[0].str()}",
-                               _kafka_code(exc)) from None
+        _create_topic(admin, "view topic", name, partitions, rf, configs or {}, validate_only)
         if validate_only:
             return view
         try:
@@ -328,13 +333,7 @@ def create_source(conn: ClusterSettings, deployment: str, name: str, partitions:
     cannot be recorded."""
     parse_schema(schema_text)  # SchemaError with the column, before anything is created
     admin = _admin(conn)
-    try:
-        admin.create_topics([NewTopic(name, partitions, replication, config=dict(configs))],
-                            operation_timeout=TIMEOUT,
-                            validate_only=validate_only)[name].result(TIMEOUT)
-    except KafkaException as exc:
-        raise CatalogError(f"cannot create topic {name!r}: {exc.args[0].str()}",
-                           _kafka_code(exc)) from None
+    _create_topic(admin, "topic", name, partitions, replication, configs, validate_only)
     if validate_only:
         return
     try:
