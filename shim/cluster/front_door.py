@@ -16,6 +16,9 @@ version the client sent, to the broker that really owns it:
 - to every broker: ListGroups and ListTransactions, whose answers are concatenated.
 - to any broker: everything else (topic administration, configs, ACLs, ...), which the
   cluster itself forwards to its controller where needed.
+- to the view hook (`FrontDoor.views`, shim/cluster/views.py): the topics of a CreateTopics
+  with camus.* configs, and views (and sources of views) named in a DeleteTopics, which the
+  cluster would refuse or must not see alone; the rest of such a request goes on as above.
 
 Each client connection gets its own connections to the brokers it needs, as the client
 would have had without camus, so a parked JoinGroup or a long-polling Fetch delays only
