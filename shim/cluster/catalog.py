@@ -262,14 +262,16 @@ def check_view(name: str, source: str, filter_text: str, schema_text: str | None
 
 def create_view(conn: ClusterSettings, deployment: str, name: str, source: str,
                 filter_text: str, replication: int | None = None,
-                configs: dict[str, str] | None = None, validate_only: bool = False) -> View:
+                configs: dict[str, str] | None = None, validate_only: bool = False
+                ) -> tuple[View, int, int]:
     """Make `name` a view of `source` through `filter_text`: the view topic is created in
     the cluster with the source's partition count and replication factor (or
     `replication`) and Kafka's own topic `configs` (retention and the like), then the view is
     recorded in the deployment's catalog, where the deployment's materialisers find it.
     CatalogError (or the parser's error) if it cannot be; a view topic created before a
     failed catalog write is deleted again. `validate_only`: check everything, change
-    nothing (CreateTopics' validate_only)."""
+    nothing (CreateTopics' validate_only). The view, its partition count and replication
+    factor."""
     catalog = Catalog(conn, deployment)
     admin = _admin(conn)
     try:
@@ -289,13 +291,13 @@ def create_view(conn: ClusterSettings, deployment: str, name: str, source: str,
         rf = replication or len(next(iter(src.partitions.values())).replicas)
         _create_topic(admin, "view topic", name, partitions, rf, configs or {}, validate_only)
         if validate_only:
-            return view
+            return view, partitions, rf
         try:
             catalog.put_view(view)
         except BaseException:
             admin.delete_topics([name], operation_timeout=TIMEOUT)
             raise
-        return view
+        return view, partitions, rf
     finally:
         catalog.close()
 

@@ -67,8 +67,9 @@ API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 18, 3, 10, 60
 PRODUCE, FETCH, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 19, 22
 # A view hook (`FrontDoor.views`, shim.cluster.views.Views) answers what the cluster would
 # refuse: topics with camus.* configs in CreateTopics, and views named in DeleteTopics. Its
-# methods: `create(name, partitions, replication, configs, validate_only)` and
-# `delete(name)`, each -> (ErrorCode, message or None); `view_sources()` -> {view: source}.
+# methods: `create(name, partitions, replication, configs, validate_only)` -> (ErrorCode,
+# message or None, partitions, replication factor), `delete(name)` -> (ErrorCode, message or
+# None), `view_sources()` -> {view: source}.
 DESCRIBE_TOPIC_PARTITIONS, LIST_GROUPS, LIST_TRANSACTIONS = 75, 16, 66
 DESCRIBE_CONFIGS, BROKER_RESOURCES = 32, (4, 8)  # resource types BROKER, BROKER_LOGGER
 
@@ -830,16 +831,17 @@ class ClientSession:
             return await self._anywhere(request, payload)
         results = []
         for t, configs in views:
+            partitions = replication = -1
             if self.door.views is None:
                 code, message = ErrorCode.invalid_config, (
                     f"topic {t.name!r}: camus.* configs ({', '.join(sorted(k for k in configs if k.startswith('camus.')))}) "
                     "are not taken by this front door: it has no view catalog (FrontDoor.views)")
             else:
-                code, message = await self.door.views.create(
+                code, message, partitions, replication = await self.door.views.create(
                     t.name, t.num_partitions, t.replication_factor, configs,
                     bool(getattr(request.body, "validate_only", False)))
             results.append({"name": t.name, "error_code": code, "error_message": message,
-                            "num_partitions": -1, "replication_factor": -1})
+                            "num_partitions": partitions, "replication_factor": replication})
         local = build(request.response_class, {"topics": results})
         if not plain:
             return encode_response(request, local)

@@ -54,49 +54,53 @@ class Views:
     async def _call(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
-    async def _answer(self, fn, *args) -> tuple[ErrorCode, str | None]:
-        """(error code, message) of `fn(*args)`: NONE, or the error a Kafka client gets."""
+    async def _answer(self, fn, *args) -> tuple[ErrorCode, str | None, object]:
+        """(error code, message, what `fn(*args)` returned): NONE, or the error a Kafka
+        client gets."""
         try:
-            await self._call(fn, *args)
+            result = await self._call(fn, *args)
         except CatalogError as exc:
-            return _code(exc.code), str(exc)
+            return _code(exc.code), str(exc), None
         except CamusError as exc:  # the filter's or schema's parser: line and column
-            return ErrorCode.invalid_config, str(exc)
+            return ErrorCode.invalid_config, str(exc), None
         except KafkaException as exc:
-            return ErrorCode.unknown_server_error, exc.args[0].str()
-        return ErrorCode.none, None
+            return ErrorCode.unknown_server_error, exc.args[0].str(), None
+        return ErrorCode.none, None, result
 
-    async def create(self, name: str, partitions: int, replication: int,
-                     configs: dict[str, str], validate_only: bool) -> tuple[ErrorCode, str | None]:
+    async def create(self, name: str, partitions: int, replication: int, configs: dict[str, str],
+                     validate_only: bool) -> tuple[ErrorCode, str | None, int, int]:
         """A topic of a CreateTopics whose configs name camus.*: a view (camus.source and
-        camus.filter) or a source with a schema (camus.schema)."""
+        camus.filter) or a source with a schema (camus.schema). (error code, message, the
+        topic's partitions and replication factor, -1 where not known)."""
         camus = {k: v for k, v in configs.items() if k.startswith("camus.")}
         kafka = {k: v for k, v in configs.items() if not k.startswith("camus.")}
         unknown = sorted(set(camus) - {SOURCE, FILTER, SCHEMA})
         if unknown:
-            return ErrorCode.invalid_config, (f"unknown camus config {unknown[0]!r}: camus knows "
-                                              f"{SCHEMA}, {SOURCE} and {FILTER}")
+            return (ErrorCode.invalid_config, f"unknown camus config {unknown[0]!r}: camus knows "
+                    f"{SCHEMA}, {SOURCE} and {FILTER}", -1, -1)
         if (SOURCE in camus) != (FILTER in camus):
-            return ErrorCode.invalid_config, f"a view needs both {SOURCE} and {FILTER}"
+            return ErrorCode.invalid_config, f"a view needs both {SOURCE} and {FILTER}", -1, -1
         if SOURCE in camus:
             if SCHEMA in camus:
-                return ErrorCode.invalid_config, f"a view takes its source's {SCHEMA}"
+                return ErrorCode.invalid_config, f"a view takes its source's {SCHEMA}", -1, -1
             # A view has its source's partitions whatever count the client's topic type
-            # carries, as on the embedded broker.
-            return await self._answer(self._create_view, name, camus[SOURCE], camus[FILTER],
-                                      replication if replication > 0 else None, kafka,
-                                      validate_only)
+            # carries, as on the embedded broker; the answer says how many.
+            code, message, made = await self._answer(
+                create_view, self.settings, self.deployment, name, camus[SOURCE], camus[FILTER],
+                replication if replication > 0 else None, kafka, validate_only)
+            if made is None:
+                return code, message, -1, -1
+            if not validate_only:
+                log.info("view %s of %s where %s: in the catalog of deployment %s", name,
+                         camus[SOURCE], camus[FILTER], self.deployment)
+            return code, message, made[1], made[2]
         if partitions == 0 or partitions < -1 or replication == 0 or replication < -1:
-            return ErrorCode.invalid_request, "partitions and replication factor: -1 or at least 1"
-        return await self._answer(create_source, self.settings, self.deployment, name,
-                                  partitions, replication, kafka, camus[SCHEMA], validate_only)
-
-    def _create_view(self, name, source, filter_text, replication, kafka, validate_only):
-        create_view(self.settings, self.deployment, name, source, filter_text, replication,
-                    kafka, validate_only)
-        if not validate_only:
-            log.info("view %s of %s where %s: in the catalog of deployment %s", name, source,
-                     filter_text, self.deployment)
+            return (ErrorCode.invalid_request,
+                    "partitions and replication factor: -1 or at least 1", -1, -1)
+        code, message, _ = await self._answer(create_source, self.settings, self.deployment,
+                                              name, partitions, replication, kafka,
+                                              camus[SCHEMA], validate_only)
+        return code, message, partitions, replication
 
     async def view_sources(self) -> dict[str, str]:
         """{view: its source} for the deployment's views as of now (the catalog followed to
@@ -115,7 +119,7 @@ class Views:
         """A view named by a DeleteTopics: out of the catalog, its topic deleted; its consumer
         group is deleted afterwards, once the materialisers have left it, without holding
         back the client's answer."""
-        answer = await self._answer(delete_view, self.settings, self.deployment, name, 0)
+        answer = (await self._answer(delete_view, self.settings, self.deployment, name, 0))[:2]
         if answer[0] == ErrorCode.none:
             log.info("view %s: deleted from deployment %s", name, self.deployment)
             task = asyncio.ensure_future(self._delete_group(name))
