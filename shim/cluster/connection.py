@@ -112,16 +112,19 @@ class ClusterSettings:
         ctx.check_hostname = self.ssl_check_hostname
         return ctx
 
-    def client_config(self, **extra: Any) -> dict[str, Any]:
+    def client_config(self, producer: bool = False, **extra: Any) -> dict[str, Any]:
         """These settings as a confluent-kafka (librdkafka) configuration, `extra` over them:
-        for camus's own Kafka clients of the same cluster (the materialiser's)."""
+        for camus's own Kafka clients of the same cluster (the materialiser's and the
+        catalog's). `producer`: for a Producer, the only client for which librdkafka takes
+        request.timeout.ms (a consumer or admin client logs a warning for it)."""
         conf: dict[str, Any] = {
             "bootstrap.servers": ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}"
                                           for h, p in self.bootstrap),
             "security.protocol": self.security_protocol, "client.id": self.client_id,
-            "request.timeout.ms": self.request_timeout_ms,
             "socket.connection.setup.timeout.ms": self.connect_timeout_ms,
             "metadata.max.age.ms": self.metadata_max_age_ms}
+        if producer:
+            conf["request.timeout.ms"] = self.request_timeout_ms
         if self.sasl:
             conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
                          "sasl.password": self.sasl_password})

@@ -16,6 +16,9 @@ version the client sent, to the broker that really owns it:
 - to every broker: ListGroups and ListTransactions, whose answers are concatenated.
 - to any broker: everything else (topic administration, configs, ACLs, ...), which the
   cluster itself forwards to its controller where needed.
+- to the view hook (`FrontDoor.views`, shim/cluster/views.py): the topics of a CreateTopics
+  with camus.* configs, and views (and sources of views) named in a DeleteTopics, which the
+  cluster would refuse or must not see alone; the rest of such a request goes on as above.
 
 Each client connection gets its own connections to the brokers it needs, as the client
 would have had without camus, so a parked JoinGroup or a long-polling Fetch delays only
@@ -62,6 +65,11 @@ log = logging.getLogger("camus.front_door")
 NOT_FORWARDED = {17, 36, 27, *range(76, 80), *range(83, 93)}
 API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 18, 3, 10, 60
 PRODUCE, FETCH, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 19, 22
+# A view hook (`FrontDoor.views`, shim.cluster.views.Views) answers what the cluster would
+# refuse: topics with camus.* configs in CreateTopics, and views named in DeleteTopics. Its
+# methods: `create(name, partitions, replication, configs, validate_only)` -> (ErrorCode,
+# message or None, partitions, replication factor), `delete(name)` -> (ErrorCode, message or
+# None), `view_sources()` -> {view: source}.
 DESCRIBE_TOPIC_PARTITIONS, LIST_GROUPS, LIST_TRANSACTIONS = 75, 16, 66
 DESCRIBE_CONFIGS, BROKER_RESOURCES = 32, (4, 8)  # resource types BROKER, BROKER_LOGGER
 
@@ -91,9 +99,7 @@ MANY_KEYS = {15: ("groups", None, "groups", GROUP), 42: ("groups_names", None, "
 FAN_OUT = {LIST_GROUPS: "groups", LIST_TRANSACTIONS: "transaction_states"}
 RETRIABLE_COORDINATOR = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available}
 
-# (topic name, partitions, configs) -> (error code, message) for a view created through camus
-# (configs camus.source / camus.filter); the materialiser (issue 27 item 2) fills it.
-ViewHook = Callable[[str, int, dict[str, str]], Awaitable[tuple[ErrorCode, str | None]]]
+DELETE_TOPICS = 20
 
 
 CLOSE = object()  # dispatch's answer meaning: close the client's connection
@@ -163,11 +169,10 @@ class ClusterState:
 class FrontDoor:
     """The cluster seen from camus: settings, state, and camus's own connections."""
 
-    def __init__(self, settings: ClusterSettings, node_id: int = 0,
-                 view_hook: ViewHook | None = None) -> None:
+    def __init__(self, settings: ClusterSettings, node_id: int = 0, views: Any = None) -> None:
         self.settings = settings
         self.node_id = node_id
-        self.view_hook = view_hook
+        self.views = views  # the view hook (above), or None: camus.* configs are refused
         self.state = ClusterState()
         self.registry = Registry()
         self._control: dict[Any, BrokerConnection] = {}  # node id or (host, port) -> connection
@@ -396,6 +401,8 @@ class ClientSession:
                 return await self._fan_out(request, payload)
             if key == CREATE_TOPICS:
                 return await self._create_topics(request, payload)
+            if key == DELETE_TOPICS and self.door.views is not None:
+                return await self._delete_topics(request, payload)
             if key == DESCRIBE_CONFIGS:
                 return await self._describe_configs(request, payload)
             return await self._anywhere(request, payload)
@@ -824,29 +831,77 @@ class ClientSession:
             return await self._anywhere(request, payload)
         results = []
         for t, configs in views:
-            if self.door.view_hook is None:
+            partitions = replication = -1
+            if self.door.views is None:
                 code, message = ErrorCode.invalid_config, (
                     f"topic {t.name!r}: camus.* configs ({', '.join(sorted(k for k in configs if k.startswith('camus.')))}) "
-                    "are not served under camus serve --kafka yet: views materialised into the "
-                    "cluster are issue 27 item 2; create the plain topic without them")
+                    "are not taken by this front door: it has no view catalog (FrontDoor.views)")
             else:
-                code, message = await self.door.view_hook(t.name, t.num_partitions, configs)
+                code, message, partitions, replication = await self.door.views.create(
+                    t.name, t.num_partitions, t.replication_factor, configs,
+                    bool(getattr(request.body, "validate_only", False)))
             results.append({"name": t.name, "error_code": code, "error_message": message,
-                            "num_partitions": -1, "replication_factor": -1})
+                            "num_partitions": partitions, "replication_factor": replication})
         local = build(request.response_class, {"topics": results})
         if not plain:
             return encode_response(request, local)
-        conn = await self.connection(await self.any_node())
         body = dataclasses.replace(request.body, topics=tuple(t for t, _ in plain))
-        future = conn.send(encode_request(CREATE_TOPICS, request.api_version, body,
+        return await self._forward_rest(request, body, "topics", local)
+
+    async def _forward_rest(self, request, body: Any, field: str, local: Any):
+        """`body` (the request less what camus answered itself, in `local`) to any broker;
+        the answer is the broker's with camus's results after its own."""
+        conn = await self.connection(await self.any_node())
+        future = conn.send(encode_request(request.api_key, request.api_version, body,
                                           request.client_id, request.correlation_id))
 
         async def answer() -> bytes:
             await conn.drain()
-            remote = decode_response(CREATE_TOPICS, request.api_version, await future)
+            remote = decode_response(request.api_key, request.api_version, await future)
             return encode_response(request, dataclasses.replace(
-                remote, topics=remote.topics + local.topics))
+                remote, **{field: getattr(remote, field) + getattr(local, field)}))
         return answer()
+
+    async def _delete_topics(self, request, payload: bytes):
+        """Views named in a DeleteTopics leave the catalog (and the cluster) through the view
+        hook; a source of views is refused, as on the embedded broker; the other topics are
+        the cluster's to delete. Topics named by id only (v6+) go to the cluster: a view's
+        topic is deleted there, but stays in the catalog."""
+        by_id = request.api_version >= 6
+        names = ([t.name for t in request.body.topics] if by_id
+                 else list(request.body.topic_names))
+        sources = await self.door.views.view_sources()
+        users: dict[str, list[str]] = {}
+        for view, source in sorted(sources.items()):
+            users.setdefault(source, []).append(view)
+        mine = {n for n in names if n in sources or n in users}
+        if not mine:
+            return await self._anywhere(request, payload)
+        results = []
+        for name in names:
+            if name in sources:
+                code, message = await self.door.views.delete(name)
+            elif name in users and not set(users[name]) <= set(names):
+                code, message = ErrorCode.policy_violation, (
+                    f"topic {name!r} is the source of views {', '.join(users[name])}; "
+                    "delete them first")
+            elif name in users:  # its views go in the same request: the cluster deletes it
+                mine.discard(name)
+                continue
+            else:
+                continue
+            results.append({"name": name, "error_code": code, "error_message": message,
+                            "topic_id": uuid.UUID(int=0)})
+        local = build(request.response_class, {"responses": results})
+        if by_id:
+            rest = tuple(t for t in request.body.topics if t.name not in mine)
+            body = dataclasses.replace(request.body, topics=rest)
+        else:
+            rest = tuple(n for n in names if n not in mine)
+            body = dataclasses.replace(request.body, topic_names=rest)
+        if not rest:
+            return encode_response(request, local)
+        return await self._forward_rest(request, body, "responses", local)
 
 
 async def _drained(conn: BrokerConnection) -> None:

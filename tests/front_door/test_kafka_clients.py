@@ -172,21 +172,25 @@ def test_the_cluster_acknowledges_with_the_clients_own_acks(door):
     assert [_raw_produce(door.port, topic, acks).base_offset for acks in (-1, 1)] == [0, 1]
 
 
-def test_views_are_refused_clearly_and_plain_topics_beside_them_are_created(door):
+def test_view_mistakes_get_the_embedded_brokers_answers_and_plain_topics_beside_them_are_created(door):
+    # The views themselves, materialised, are tests/cluster/test_front_door_views.py's.
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": door.bootstrap, **QUIET})
-    plain, view = unique("plain"), unique("view")
+    plain, orphan, half, typo = unique("plain"), unique("view"), unique("view"), unique("view")
     futures = admin.create_topics([
         NewTopic(plain, 1, 1),
-        NewTopic(view, 1, 1, config={"camus.source": plain, "camus.filter": "price > 1"})])
+        NewTopic(orphan, 1, 1, config={"camus.source": unique("nothing"), "camus.filter": "price > 1"}),
+        NewTopic(half, 1, 1, config={"camus.source": plain}),
+        NewTopic(typo, 1, 1, config={"camus.sorce": plain})])
     futures[plain].result(30)
-    with pytest.raises(Exception) as refused:
-        futures[view].result(30)
-    error = refused.value.args[0]
-    assert error.code() == ErrorCode.invalid_config
-    assert "camus.filter, camus.source" in error.str() and "issue 27 item 2" in error.str()
+    for name, says in ((orphan, "no such topic"), (half, "needs both camus.source and camus.filter"),
+                       (typo, "unknown camus config 'camus.sorce'")):
+        with pytest.raises(Exception) as refused:
+            futures[name].result(60)
+        error = refused.value.args[0]
+        assert error.code() == ErrorCode.invalid_config and says in error.str(), error.str()
     topics = AdminClient({"bootstrap.servers": PEER, **QUIET}).list_topics(timeout=30).topics
-    assert plain in topics and view not in topics
+    assert plain in topics and not {orphan, half, typo} & set(topics)
 
 
 def test_requests_camus_does_not_forward_get_clear_answers(door):

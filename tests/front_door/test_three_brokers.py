@@ -3,8 +3,9 @@ partitions, groups and transactional ids belong to different brokers: camus spli
 request by owner and merges the answers, and a broker killed with -9 under an idempotent
 producer costs no record and duplicates none.
 
-The cluster is tests/cluster/kafka_cluster.py's (three KRaft nodes, replication factor 3,
-min.insync.replicas 2); these tests skip where it cannot run (no java, no Kafka jars).
+The cluster is the session's (tests/conftest.py: tests/cluster/kafka_cluster.py's three
+KRaft nodes, replication factor 3, min.insync.replicas 2), shared with tests/cluster; these
+tests skip where it cannot run (no java, no Kafka jars).
 """
 
 from __future__ import annotations
@@ -15,39 +16,12 @@ import pytest
 
 from .conftest import QUIET, consume, front_door, unique, values
 
-kafka_cluster = pytest.importorskip(
-    "tests.cluster.kafka_cluster", reason="needs tests/cluster/kafka_cluster.py (issue 27's cluster tests)")
-
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    why = kafka_cluster.missing()
-    if why:
-        pytest.skip(why)
-    c = kafka_cluster.KafkaCluster(tmp_path_factory.mktemp("three-brokers"))
-    try:
-        c.start()
-    except BaseException:
-        c.close()
-        raise
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def door(cluster):
-    s = front_door(cluster.bootstrap)
+def door(kafka_cluster):
+    s = front_door(kafka_cluster.bootstrap)
     yield s
     s.stop()
-
-
-@pytest.fixture
-def whole(cluster):
-    """The cluster with every node running (a test may have killed one)."""
-    for n in cluster.nodes:
-        if not n.alive():
-            cluster.restart(n.node_id)
-    return cluster
 
 
 def _topic(cluster, partitions: int = 6) -> str:
@@ -67,10 +41,10 @@ def _topic(cluster, partitions: int = 6) -> str:
     raise AssertionError(f"{name}: partitions without leaders")
 
 
-def test_requests_split_by_leader_and_coordinator(whole, door):
+def test_requests_split_by_leader_and_coordinator(cluster, door):
     from confluent_kafka import Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
-    topic = _topic(whole)
+    topic = _topic(cluster)
     p = Producer({"bootstrap.servers": door.bootstrap, "acks": "all", "enable.idempotence": True,
                   "linger.ms": 20, **QUIET})
     acked = []
@@ -81,7 +55,7 @@ def test_requests_split_by_leader_and_coordinator(whole, door):
     assert all(err is None for err, _, _ in acked) and len(acked) == 600
     # One Fetch through camus asks three brokers; a client of the cluster agrees with it.
     through = consume({"bootstrap.servers": door.bootstrap}, topic, 600)
-    direct = consume({"bootstrap.servers": whole.bootstrap}, topic, 600)
+    direct = consume({"bootstrap.servers": cluster.bootstrap}, topic, 600)
     assert through == direct and len(through) == 600
     assert sorted((pt, off) for pt, off, _ in through) == sorted((pt, off) for _, pt, off in acked)
     # Watermarks (ListOffsets) per partition, whichever broker leads it.
@@ -99,15 +73,15 @@ def test_requests_split_by_leader_and_coordinator(whole, door):
     assert set(groups) <= listed
     described = {g: f.result(30) for g, f in admin.describe_consumer_groups(groups).items()}
     assert {d.group_id for d in described.values()} == set(groups)
-    direct_admin = AdminClient({"bootstrap.servers": whole.bootstrap, **QUIET})
+    direct_admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     coordinators = {direct_admin.describe_consumer_groups([g])[g].result(30).coordinator.id
                     for g in groups}
     assert len(coordinators) > 1, "the groups landed on one coordinator: nothing was split"
 
 
-def test_transactions_whose_coordinators_differ(whole, door):
+def test_transactions_whose_coordinators_differ(cluster, door):
     from confluent_kafka import Producer
-    topic = _topic(whole)
+    topic = _topic(cluster)
     for n in range(4):
         p = Producer({"bootstrap.servers": door.bootstrap, "transactional.id": unique(f"t{n}"), **QUIET})
         p.init_transactions(60)
@@ -123,9 +97,9 @@ def test_transactions_whose_coordinators_differ(whole, door):
     assert got == sorted(f"{n}-{i}".encode() for n in range(4) for i in range(30))
 
 
-def test_a_broker_killed_under_an_idempotent_producer(whole, door):
+def test_a_broker_killed_under_an_idempotent_producer(cluster, door):
     from confluent_kafka import Producer
-    topic = _topic(whole)
+    topic = _topic(cluster)
     p = Producer({"bootstrap.servers": door.bootstrap, "acks": "all", "enable.idempotence": True,
                   "message.timeout.ms": 120000, **QUIET})
     acked, failed = [], []
@@ -136,7 +110,7 @@ def test_a_broker_killed_under_an_idempotent_producer(whole, door):
         p.produce(topic, f"r{i}".encode(), on_delivery=report)
         if i == 1000:
             p.flush(60)
-            whole.node(2).kill()  # kill -9: its partitions' leadership moves to the others
+            cluster.node(2).kill()  # kill -9: its partitions' leadership moves to the others
         p.poll(0)
     assert p.flush(120) == 0
     assert failed == [] and len(acked) == 3000
@@ -145,20 +119,20 @@ def test_a_broker_killed_under_an_idempotent_producer(whole, door):
 
 
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
-def test_a_busy_partition_beside_idle_ones_on_other_brokers(whole, door, client):
+def test_a_busy_partition_beside_idle_ones_on_other_brokers(cluster, door, client):
     """Records stream into one partition while the others, led by other brokers, stay
     mostly idle: each Fetch through camus is answered as soon as one leader has records,
     the quiet leaders' long polls parked. Every record arrives once, in order."""
     import threading
 
     from confluent_kafka import Producer
-    topic = _topic(whole)
+    topic = _topic(cluster)
     sent: list[tuple[int, bytes]] = []
 
     def stream():
         # Idempotent, so that the partitions hold the records in the order sent even when
         # leadership still moves after an earlier test's kill (retries would reorder).
-        p = Producer({"bootstrap.servers": whole.bootstrap, "linger.ms": 0,
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0,
                       "enable.idempotence": True, **QUIET})
         for i in range(300):
             partition = 0 if i % 10 else 1 + (i // 10) % 5

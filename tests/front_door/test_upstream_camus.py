@@ -126,6 +126,13 @@ def test_refused_credentials_and_unreachable_clusters_fail_at_startup(secured, t
     assert out.returncode == 2 and "give --kafka too" in out.stderr, out.stderr
     out = _run_front_door("--kafka", f"127.0.0.1:{free}", "--kafka-option", "acks=all")
     assert out.returncode == 2 and "unknown connection setting 'acks'" in out.stderr, out.stderr
+    # The switch is the materialiser's: without one, naming a switch is a mistake.
+    out = _run_front_door("--kafka", f"127.0.0.1:{free}", "--no-materialise", "--target", "switch")
+    assert out.returncode == 2 and "--kafka: not with --target (the switch is the materialiser's" in out.stderr
+    out = _run_front_door("--kafka", f"127.0.0.1:{free}", "--instance", "no/slash")
+    assert out.returncode == 2 and "illegal instance name 'no/slash'" in out.stderr, out.stderr
+    out = _run_front_door("--kafka", f"127.0.0.1:{free}", "--target", "nonsense:1")
+    assert out.returncode == 2 and out.stderr.startswith("camus serve: "), out.stderr
 
 
 def _ask(port: int, api_key: int, version: int, **fields):
