@@ -664,11 +664,12 @@ impl AppState {
             let run = &arena[start as usize..(start + len) as usize];
             let msg = &frame[off..off + n];
             let mut pos = 2;
-            for i in 0..((run[0] & 0xFF) as usize).min(CACHED_CELLS) {
+            let bound = (run[0] & 0xFF) as usize;
+            for slot in cells[j].iter_mut().take(bound) {
                 let b = Bound::read(run, pos);
                 pos += BIND_HEADER + b.bounds;
                 let cell = cell_of(&vars[b.var], &b, msg);
-                cells[j][i] = cell as u32;
+                *slot = cell as u32;
                 let reg = &registers[b.register];
                 if let Some(c) = reg.cells.get(cell * reg.stride) {
                     prefetch(c);
@@ -874,6 +875,9 @@ mod tests {
             strict: 0,
             base: 0,
             scoped: true,
+            register: 0,
+            var: 0,
+            weight: 1,
         };
         for (j, &(_, s)) in t.iter().enumerate() {
             b.strict |= (s as u32) << j;
@@ -901,4 +905,67 @@ mod tests {
         assert_eq!(big.region(&tb, true, N_MAX, N_MAX * N_MAX), 1);
         assert_eq!(big.region(&tb, true, N_MAX, N_MAX * N_MAX - 1), 0);
     }
+
+    /// One unkeyed counter (window 10 µs) with `banks` banks, a context binding each bank
+    /// to a rule whose thresholds are 1..=8, and a decision per combination: ports = the
+    /// combination's index, update = 0. Messages at one time count 1, 2, 3, ... in every
+    /// bank; each decision must name the combination of the counts' regions.
+    fn counter_case(banks: usize) {
+        let plan = PlanState {
+            time: None,
+            vars: vec![PlanVar {
+                kind: Kind::Counter,
+                field: None,
+                key: None,
+                window_us: 10,
+                buckets: 1,
+                bind_tables: (0..banks).collect(),
+                registers: (0..banks).collect(),
+            }],
+            decide_table: banks,
+        };
+        let mut registers: Vec<Register> = (0..banks)
+            .map(|_| Register::new(&PlanRegister { slots: 4, average: false }))
+            .collect();
+        let mut st = AppState::new(&plan, banks + 1, &registers).unwrap();
+        let mut t = [0u64; MAX_BOUNDARIES];
+        for (j, x) in t.iter_mut().enumerate() {
+            *x = j as u64 + 1;
+        }
+        for b in 0..banks {
+            let bind = Bind { base: b as u64, scoped: true, bounds: 8, strict: 0, t };
+            st.install_bind(b, 7, bind).unwrap();
+        }
+        // Every combination of regions (0..=8 per bank) that a run of counts can reach: all
+        // banks count alike, so r in every bank; one entry per r, and a stray one for a bank
+        // the context does not bind (never matches).
+        for r in 0..=8u64 {
+            let regions: u64 = (0..banks).map(|b| r << (4 * b)).sum();
+            let d = Decide { ports: Some(r as u32), update: vec![0].into_boxed_slice() };
+            st.install_decide(7, st.regions(&[regions]).unwrap(), d);
+        }
+        let stray = Decide { ports: Some(99), update: vec![0].into_boxed_slice() };
+        st.install_decide(7, st.regions(&[1u64 << (4 * banks)]).unwrap(), stray);
+        let mut hits = vec![0u64; banks + 1];
+        let frame = [0u8; 4];
+        for count in 1..=10u64 {
+            let mut out = [None; 1];
+            st.run_chunk(&[(7, 0, 4)], &frame, 5, &mut registers, &mut hits, &mut out);
+            assert_eq!(out[0], Some(count.min(8) as u32), "banks={banks} count={count}");
+        }
+        for (b, reg) in registers.iter().enumerate() {
+            assert_eq!(reg.get(b), (0, 10, 0));
+        }
+        assert_eq!(hits[banks], 10);
+        let mut counted = hits.clone();
+        st.hits(&mut counted);
+        assert!(counted[..banks].iter().all(|&n| n == 10));
+    }
+
+    #[test]
+    fn decisions_dense_and_sorted() {
+        counter_case(2); // 81 combinations: a dense table
+        counter_case(3); // 729: sorted entries
+    }
 }
+
