@@ -23,10 +23,16 @@ Counters (`counters()`) are a dict:
 A stage, default, leaf or egress table counts one lookup per message (egress: per copy); the
 IPv4 table one per packet it forwards or fails to forward.
 
-State (IR 4, docs/pipeline-ir.md "State"): a packet's time is the `ts_us` given to `process`
-(microseconds; a pcap record's time, a broker record's timestamp) or, when none is given,
-the implementation's clock; `reset_cells` zeroes register cells (a change's
-`reset_cells`), `read_cell` reads one. Only the Python implementation runs state so far.
+State (IR 4, docs/pipeline-ir.md "State"): packets go in with their time, `ts_us`
+(microseconds; a pipeline whose spec declares a time field reads the message's field
+instead). A caller that has a time gives it: `camus switch run` a pcap record's, the broker a
+record's timestamp. A caller that gives none gets the implementation's clock: the native
+switch's is the real-time clock in µs since the Unix epoch (modulo 2^48), read as the frame
+is processed, so that windows on live input (`camus switch serve`) fall where a replay of its
+capture puts them; the Python switch's counts µs from its creation. Register cells are
+read, written and zeroed by register name and index (`read_cell`, `write_cell`,
+`reset_cells`: the control plane's resets and P4Runtime's RegisterEntry), a cell as the
+integer docs/pipeline-ir.md packs (tag, n and s from the high bits).
 """
 
 from __future__ import annotations
@@ -141,8 +147,8 @@ class DataPlane(abc.ABC):
 
     @abc.abstractmethod
     def process(self, packet: bytes, in_port: int, ts_us: int | None = None) -> Output:
-        """Run one frame through the pipeline; return its (egress_port, frame) copies.
-        `ts_us`: the frame's time in µs (state only; None: the implementation's clock)."""
+        """Run one frame, at time `ts_us` (µs; None: the implementation's clock), through
+        the pipeline; return its (egress_port, frame) copies."""
 
     # ---- control: registers (IR 4) ------------------------------------------------------
 
@@ -163,12 +169,27 @@ class DataPlane(abc.ABC):
             raise EntryError(f"register {register!r} has no cell {index}")
         return self._read_cell(register, index)
 
-    def _register_slots(self, register: str) -> int:
+    def write_cell(self, register: str, index: int, cell: int) -> None:
+        """Set one register cell (packed as `read_cell` gives it; P4Runtime's RegisterEntry
+        writes): EntryError for a cell the register lacks or a value wider than its cells."""
+        if not 0 <= index < self._register_slots(register):
+            raise EntryError(f"register {register!r} has no cell {index}")
+        width = self._register_var(register).cell_width
+        if not isinstance(cell, int) or not 0 <= cell < 1 << width:
+            raise EntryError(f"register {register!r}: a cell is an integer of {width} bits, "
+                             f"not {cell!r}")
+        self._write_cell(register, index, cell)
+
+    def _register_var(self, register: str):
+        """The declared state (pipeline.model.StateVar) whose bank `register` is."""
         for app in self.pipeline.applications:
             for var in app.state.vars if app.state else ():
                 if register in var.registers:
-                    return var.slots
+                    return var
         raise EntryError(f"no register named {register!r}")
+
+    def _register_slots(self, register: str) -> int:
+        return self._register_var(register).slots
 
     def _reset_cells(self, register: str, first: int, count: int) -> None:
         raise NotImplementedError(f"{type(self).__name__} holds no registers")
@@ -176,20 +197,30 @@ class DataPlane(abc.ABC):
     def _read_cell(self, register: str, index: int) -> int:
         raise NotImplementedError(f"{type(self).__name__} holds no registers")
 
-    def process_batch(self, packets: Sequence[bytes], in_port: int) -> list[Output]:
-        """`process` over many frames arriving on one port; one output list per frame."""
-        return [self.process(p, in_port) for p in packets]
+    def _write_cell(self, register: str, index: int, cell: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} holds no registers")
 
-    def process_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
-        """Frames back to back in `buf` (a u32 LE length each in `lengths`); their copies back
-        to back, and per copy <input index, egress port, offset, length> as u32 LE words.
+    def process_batch(self, packets: Sequence[bytes], in_port: int,
+                      ts_us: Sequence[int] | None = None) -> list[Output]:
+        """`process` over many frames arriving on one port, in order (`ts_us`: one time per
+        frame, or None); one output list per frame."""
+        times = ts_us if ts_us is not None else [None] * len(packets)
+        return [self.process(p, in_port, t) for p, t in zip(packets, times)]
+
+    def process_packed(self, buf: bytes, lengths: bytes, in_port: int,
+                       ts_us: Sequence[int] | bytes | None = None) -> tuple[bytes, bytes]:
+        """Frames back to back in `buf` (a u32 LE length each in `lengths`; `ts_us` one time
+        per frame, a sequence or packed as u64 LE, or None); their copies back to back, and
+        per copy <input index, egress port, offset, length> as u32 LE words.
         The compiled implementation does this in one call; this is `process_batch` around it."""
         frames, pos = [], 0
         for (n,) in struct.iter_unpack("<I", lengths):
             frames.append(buf[pos:pos + n])
             pos += n
+        if isinstance(ts_us, bytes):
+            ts_us = [t for (t,) in struct.iter_unpack("<Q", ts_us)]
         out, copies = bytearray(), bytearray()
-        for i, emitted in enumerate(self.process_batch(frames, in_port)):
+        for i, emitted in enumerate(self.process_batch(frames, in_port, ts_us)):
             for port, frame in emitted:
                 copies += struct.pack("<4I", i, port, len(out), len(frame))
                 out += frame

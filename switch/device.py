@@ -50,11 +50,13 @@ class Device:
         with self.lock:
             self.dataplane, self.config, self.index = dp, config, index
 
-    def process(self, frame: bytes, in_port: int) -> Output:
+    def process(self, frame: bytes, in_port: int, ts_us: int | None = None) -> Output:
+        """One frame through the current pipeline, at time `ts_us` (µs; None: the data
+        plane's clock, as for live input)."""
         with self.lock:
             if self.dataplane is None:
                 return []  # no pipeline: a switch without a program forwards nothing
-            return self.dataplane.process(frame, in_port)
+            return self.dataplane.process(frame, in_port, ts_us)
 
 
 def config_from_dir(directory: str | Path) -> tuple[PipelineConfig, dict | None]:

@@ -25,6 +25,12 @@ What follows the P4Runtime spec (v1.x):
   (`controller.push`).
 * Read streams the table entries (table id 0: every table; a match given: that entry),
   multicast groups (id 0: all) and counters.
+* Registers (IR 4 state): a RegisterEntry names a register of the P4Info (one bank of a
+  declared state, `bit<cell_width>` cells packed as docs/pipeline-ir.md says) and a cell;
+  Write takes MODIFY only (registers exist with the program: INSERT and DELETE are
+  INVALID_ARGUMENT), one cell, or every cell when the index is unset (how a controller zeroes
+  a bank); Read returns the cells asked for (register id 0: every register; no index: every
+  cell). A value wider than the cells is OUT_OF_RANGE.
 * Counters are a documented extension: the software switch's P4Info (`p4rt.p4info.build_p4info(...,
   counters=True)`) declares `camus.port_rx` / `camus.port_tx` (index = port),
   `camus.drops` (index = reason, in `switch.dataplane.DROP_REASONS` order) and
@@ -46,11 +52,11 @@ from google.protobuf import any_pb2
 
 from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
 from p4rt.entry_key import entry_key
-from p4rt.index import P4InfoIndex, UnknownName
+from p4rt.index import P4InfoIndex, UnknownName, ir_name
 from p4rt.names import p4_table_name
 from p4rt.protos import code_pb2, p4runtime_pb2, status_pb2
 from p4rt.stubs import p4runtime_pb2_grpc
-from p4rt.values import BadValue
+from p4rt.values import BadValue, decode, encode
 from pipeline.document import from_json
 from pipeline.entries import normalise_replicas
 from pipeline.model import EntryError, PipelineError
@@ -266,8 +272,35 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     dp.set_group(gid, reps)
             except EntryError as exc:
                 raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, str(exc)) from None
+        elif kind == "register_entry":
+            self._write_register(index, op, update.entity.register_entry)
         else:
             raise P4RuntimeError(code_pb2.UNIMPLEMENTED, f"writing {kind} entities is not supported")
+
+    def _write_register(self, index: P4InfoIndex, op: str, entry: p4runtime_pb2.RegisterEntry) -> None:
+        if op != "modify":
+            raise P4RuntimeError(code_pb2.INVALID_ARGUMENT, f"a register is modified, never {op}ed "
+                                 f"(its cells exist with the program)")
+        name, width, size = _register(index, entry.register_id)
+        if entry.data.WhichOneof("data") != "bitstring":
+            raise P4RuntimeError(code_pb2.INVALID_ARGUMENT,
+                                 f"register {name!r}: a cell is a bitstring of {width} bits")
+        try:
+            value = decode(entry.data.bitstring, width, f"register {name}")
+        except BadValue as exc:
+            raise P4RuntimeError(code_pb2.OUT_OF_RANGE, str(exc)) from None
+        dp = self.device.dataplane
+        try:
+            if entry.HasField("index"):
+                dp.write_cell(name, entry.index.index, value)
+            elif value == 0:
+                dp.reset_cells((name, 0, size))
+            else:
+                for i in range(size):
+                    dp.write_cell(name, i, value)
+        except EntryError as exc:
+            raise P4RuntimeError(code_pb2.OUT_OF_RANGE if "cell" in str(exc) else code_pb2.NOT_FOUND,
+                                 str(exc)) from None
 
     # ---- read ----
 
@@ -308,8 +341,29 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     out.append(p4runtime_pb2.Entity(packet_replication_engine_entry=pre))
         elif kind == "counter_entry":
             out = self._read_counters(index, wanted.counter_entry)
+        elif kind == "register_entry":
+            out = self._read_registers(index, wanted.register_entry)
         else:
             raise P4RuntimeError(code_pb2.UNIMPLEMENTED, f"reading {kind} entities is not supported")
+        return out
+
+    def _read_registers(self, index: P4InfoIndex, q: p4runtime_pb2.RegisterEntry) -> list[p4runtime_pb2.Entity]:
+        dp = self.device.dataplane
+        ids = [q.register_id] if q.register_id else [r.preamble.id for r in index.p4info.registers]
+        out = []
+        for rid in ids:
+            name, width, size = _register(index, rid)
+            cells = [q.index.index] if q.HasField("index") else range(size)
+            for i in cells:
+                try:
+                    value = dp.read_cell(name, i)
+                except EntryError as exc:
+                    raise P4RuntimeError(code_pb2.OUT_OF_RANGE if "cell" in str(exc)
+                                         else code_pb2.NOT_FOUND, str(exc)) from None
+                e = p4runtime_pb2.RegisterEntry(register_id=rid)
+                e.index.index = i
+                e.data.bitstring = encode(value, width)
+                out.append(p4runtime_pb2.Entity(register_entry=e))
         return out
 
     def _read_counters(self, index: P4InfoIndex, q: p4runtime_pb2.CounterEntry) -> list[p4runtime_pb2.Entity]:
@@ -385,6 +439,14 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 yield item
         finally:
             self.arbitration.remove(stream)
+
+
+def _register(index: P4InfoIndex, register_id: int) -> tuple[str, int, int]:
+    """(IR name, cell width, cells) of a register of the P4Info, by id."""
+    for r in index.p4info.registers:
+        if r.preamble.id == register_id:
+            return ir_name(r.preamble.name), r.type_spec.bitstring.bit.bitwidth, r.size
+    raise P4RuntimeError(code_pb2.NOT_FOUND, f"no register with id {register_id:#x}")
 
 
 def _decode_entry(index: P4InfoIndex, te, needs_action: bool) -> dict:

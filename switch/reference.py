@@ -109,6 +109,9 @@ class ReferenceDataPlane(DataPlane):
     def _read_cell(self, register: str, index: int) -> int:
         return self._tables.registers[register].get(index, 0)
 
+    def _write_cell(self, register: str, index: int, cell: int) -> None:
+        self._tables.registers[register][index] = cell
+
     # ---- counters ----
 
     def reset_counters(self) -> None:

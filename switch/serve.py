@@ -9,6 +9,10 @@ binding per port), serves
 P4Runtime on `--p4runtime` (127.0.0.1:9559 by default; `none` to disable) so a controller can
 change entries live, and forwards until SIGINT or SIGTERM, then prints the counters.
 
+Frames arriving on bound ports have no time of their own: stateful rules (IR 4) see each at
+its data plane's clock as it is processed (the native switch's: real time in µs since the
+epoch, docs/stateful.md "Running it").
+
 Once everything is bound it prints one line per binding and a final `ready` line (stdout,
 flushed), so scripts and tests can wait for it; with port 0 the real addresses appear there.
 """

@@ -9,7 +9,6 @@ import random
 import struct
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,19 +125,6 @@ def test_registers_hold_the_documented_cells():
     assert dp.read_cell(register, inst["base"]) == 2 << 32 | 3  # window 2, n = 3
     dp.reset_cells((register, inst["base"], 1))
     assert dp.read_cell(register, inst["base"]) == 0
-
-
-def test_native_switch_refuses_state_clearly():
-    spec = parse_spec(ITCH + STATE, name="itch")
-    c = compile_rules(spec, parse_rules("my_counter > 3 : fwd(2)", spec))
-    try:
-        load(c.pipeline, c.entries, impl="native")
-    except ImportError as exc:
-        pytest.skip(f"the native switch is not built here: {exc}")
-    except ValueError as exc:  # PipelineError: what the CLIs report as a bad pipeline
-        assert "impl='python'" in str(exc)
-    else:
-        pytest.fail("the native switch took a pipeline with state it cannot run")
 
 
 def test_camus_switch_run_times_frames_by_their_pcap_records(tmp_path):
