@@ -35,7 +35,9 @@ import itertools
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from compiler.ast import And, Const, Filter, Not, Or, Rule, StateAtom, rule_state, state_atoms
+from compiler.ast import (And, Atom, Const, Filter, Not, Or, Rule, StateAtom, rule_state,
+                          state_atoms)
+from compiler.diagram import port_list
 from compiler.errors import StateError
 from compiler.formula import conjunctions
 from compiler.spec import COUNT_BITS, Spec, StateVar
@@ -51,6 +53,7 @@ MARKER_BASE = 1 << 20
 STRIDE = MAX_COMBINATIONS + 1
 SCOPE = MAX_COMBINATIONS
 N_MAX = (1 << COUNT_BITS) - 1
+BITMAP_CACHE = 1 << 16  # port-set bitmaps remembered at most (`State._bitmap`)
 Boundary = tuple[int, int]  # (threshold, strict)
 
 
@@ -63,7 +66,13 @@ def marker(serial: int, j: int) -> int:
 
 
 def stateful(rule: Rule) -> bool:
-    return bool(rule.updates) or bool(state_atoms(rule.filter))
+    if rule.updates:
+        return True
+    f = rule.filter
+    # The common stateless rule, an `and` of field predicates (or one), without the walk.
+    if type(f) is Atom or (type(f) is And and all(type(i) is Atom for i in f.items)):
+        return False
+    return bool(state_atoms(f))
 
 
 def _where(rule: Rule) -> str:
@@ -215,20 +224,25 @@ def compile_rule(rule: Rule, serial: int) -> RuleState:
     scoped = frozenset(v for v in vars_ if v not in rule.updates)
     rs = RuleState(rule, serial, vars_, bounds, scoped, frozenset(rule.updates), combos, [])
     index = {v: i for i, v in enumerate(vars_)}
+    markers: dict[Filter, list[int]] = {}  # filter -> its markers, in first-seen order
     for c in range(combos):
         regions = rs.regions(c)
         values = [_value(v, b, r) for v, b, r in zip(vars_, bounds, regions)]
         f = _substitute(rule.filter, lambda a: _truth(a, values[index[a.state]]))
-        _pseudo(rs.pseudo, f, marker(serial, c), rule)
+        _pseudo(markers, f, marker(serial, c))
     if scoped:  # the scope matters only for state updated by every packet in scope
-        _pseudo(rs.pseudo, _scope(rule.filter), marker(serial, SCOPE), rule)
+        _pseudo(markers, _scope(rule.filter), marker(serial, SCOPE))
+    # Combinations (and the scope) with equal filters are one pseudo-rule holding all their
+    # markers: `stock == S and avg(price) > N` fires in its upper region and is in scope on
+    # the same filter, `stock == S`; one item for the diagram instead of two, same leaves.
+    rs.pseudo = [Rule(f, frozenset(ms), rule.line, rule.text) for f, ms in markers.items()]
     return rs
 
 
-def _pseudo(out: list, f: Filter, m: int, rule: Rule) -> None:
+def _pseudo(out: dict, f: Filter, m: int) -> None:
     if type(f) is Const and not f.value:
         return  # never holds: nothing for the diagram to decide
-    out.append(Rule(f, frozenset((m,)), rule.line, rule.text))
+    out.setdefault(f, []).append(m)
 
 
 def items(rs: RuleState) -> list:
@@ -249,7 +263,7 @@ class Context:
 
     def text(self) -> str:
         rules = ";".join(f"{s}:{','.join(map(str, sorted(c)))}" for s, c in self.bound)
-        return f"{','.join(map(str, sorted(self.ports)))}|{rules}"
+        return f"{port_list(self.ports)}|{rules}"
 
 
 class State:
@@ -265,6 +279,12 @@ class State:
         self.free_units: dict[StateVar, list[int]] = {}  # units freed, reused lowest first
         self.top_unit: dict[StateVar, int] = {v: 0 for v in self.vars}
         self._binds: dict = {}  # (serial, var) -> bind parameters (`_bind_params`)
+        # Context.bound -> its entries' shared part (`_plan`), for the tables they were
+        # planned with; dropped with any rule they name (`remove`), serials never coming back.
+        self._plans: dict[tuple, tuple[list, list]] = {}
+        self._plans_of: dict[int, list[tuple]] = {}  # serial -> the plans naming it
+        self._plan_tables: dict | None = None
+        self._bitmaps: dict[frozenset[int], int] = {}  # port set -> `bitmap`
 
     # -- rules --
 
@@ -291,6 +311,8 @@ class State:
         rs = self.rules.pop(serial)
         for var in rs.vars:
             self._binds.pop((serial, var), None)
+        for bound in self._plans_of.pop(serial, ()):
+            self._plans.pop(bound, None)
         for var, unit in rs.units.items():
             self.free_units.setdefault(var, []).append(unit)
         return rs
@@ -303,32 +325,31 @@ class State:
     def context(self, ports: frozenset[int]) -> Context | None:
         """A leaf's context, or None when its decision needs no state (its markers, if
         any, name no rule that must be bound)."""
-        plain = frozenset(p for p in ports if p < MARKER_BASE)
-        if len(plain) == len(ports):
+        if not ports or max(ports) < MARKER_BASE:
             return None
+        plain = frozenset(filter(MARKER_BASE.__gt__, ports))  # a leaf's ~100 ports, in C
         fires: dict[int, set[int]] = {}
         scoped: set[int] = set()
-        for p in ports:
-            if p >= MARKER_BASE:
-                serial, j = divmod(p - MARKER_BASE, STRIDE)
-                if j == SCOPE:
-                    scoped.add(serial)
-                else:
-                    fires.setdefault(serial, set()).add(j)
+        for p in ports - plain:
+            serial, j = divmod(p - MARKER_BASE, STRIDE)
+            if j == SCOPE:
+                scoped.add(serial)
+            else:
+                fires.setdefault(serial, set()).add(j)
         bound = tuple(sorted((s, frozenset(fires.get(s, ()))) for s in scoped | set(fires)))
         return Context(plain, bound) if bound else None
 
     def real_ports(self, ports: frozenset[int]) -> frozenset[int]:
         """The ports a leaf may send to: its stateless ports and those of every rule that
         fires there for some combination (what the multicast group must reach)."""
-        if not any(p >= MARKER_BASE for p in ports):
+        if not ports or max(ports) < MARKER_BASE:
             return ports
-        out = {p for p in ports if p < MARKER_BASE}
-        for p in ports:
-            if p >= MARKER_BASE:
-                serial, j = divmod(p - MARKER_BASE, STRIDE)
-                if j != SCOPE:
-                    out |= self.rules[serial].rule.ports
+        plain = frozenset(filter(MARKER_BASE.__gt__, ports))
+        out = set(plain)
+        for p in ports - plain:
+            serial, j = divmod(p - MARKER_BASE, STRIDE)
+            if j != SCOPE:
+                out |= self.rules[serial].rule.ports
         return frozenset(out)
 
     # -- allocation --
@@ -405,32 +426,73 @@ class State:
 
     def entries(self, ctx: Context, ctx_id: int, tables: dict) -> list[dict]:
         """A context's bind entries (per state in order, per bound rule) and decide entries.
-        `tables`: var -> (bind table names, index of its bank 0 among all banks)."""
-        out = []
+        `tables`: var -> (bind table names, index of its bank 0 among all banks).
+
+        Everything but the context id and its stateless ports depends only on the bound
+        rules (`ctx.bound`), which many contexts share (the price intervals of one symbol
+        differ in their ports, not in their stateful rules): that part is planned once per
+        `bound` (`_plan`) and each context only ORs its ports' bitmap into the decide
+        entries. The entries of one context share their match's `ctx` dict, and bind
+        entries their parameters with every context binding the same rule (the document
+        is read-only output, as the multicast replicas shared per port are)."""
+        if tables is not self._plan_tables and tables != self._plan_tables:
+            self._plans.clear()
+            self._plans_of.clear()
+            self._plan_tables = tables
+        plan = self._plans.get(ctx.bound)
+        if plan is None:
+            plan = self._plans[ctx.bound] = self._plan(ctx.bound, tables)
+            for s, _ in ctx.bound:
+                self._plans_of.setdefault(s, []).append(ctx.bound)
+        binds, decides = plan
+        exact = {"exact": ctx_id}
+        match = {"ctx": exact}
+        out = [{"table": t, "match": match, "action": "bind", "params": p} for t, p in binds]
+        decide = tables["decide"]
+        base = self._bitmap(ctx.ports)
+        for key, ports, update in decides:
+            ports |= base
+            if ports or update:
+                out.append({"table": decide, "match": {"ctx": exact, "regions": {"exact": key}},
+                            "action": "decide", "params": {"ports": ports, "update": update}})
+        return out
+
+    def _bitmap(self, ports: frozenset[int]) -> int:
+        bits = self._bitmaps.get(ports)
+        if bits is None:
+            if len(self._bitmaps) >= BITMAP_CACHE:  # a long-lived incremental compiler's
+                self._bitmaps.clear()  # port sets come and go: keep the memo bounded
+            bits = self._bitmaps[ports] = bitmap(ports)
+        return bits
+
+    def _plan(self, bound: tuple, tables: dict) -> tuple[list, list]:
+        """What the entries of every context binding `bound` share: its bind entries as
+        (table, params), and per combination of the bound banks' regions (in
+        `itertools.product` order over the banks, as the decide entries go) the regions
+        key, the bitmap of the ports of the rules that fire there, and the update bits."""
+        binds = []
         axes = []  # (region shift, serial, state index in rule, regions)
         for var in self.vars:
             names, first = tables[var]
-            for s, _ in ctx.bound:
+            for s, _ in bound:
                 rs = self.rules[s]
                 bank = rs.banks.get(var)
                 if bank is None:
                     continue
                 i = rs.vars.index(var)
-                out.append({"table": names[bank], "match": {"ctx": {"exact": ctx_id}},
-                            "action": "bind", "params": self._bind_params(rs, var, i)})
+                binds.append((names[bank], self._bind_params(rs, var, i)))
                 axes.append((REGION_WIDTH * (first + bank), s, i, len(rs.bounds[i]) + 1))
-        # Per bound rule: its ports and update bits when it fires, and its combinations
-        # that fire; then every combination of the banks' regions.
-        fires = dict(ctx.bound)
+        # Per bound rule: its ports' bitmap and update bits when it fires, and its
+        # combinations that fire; then every combination of the banks' regions.
+        fires = dict(bound)
         effect = {}
         for s in fires:
             rs = self.rules[s]
             update = 0
             for var in rs.updates:
                 update |= 1 << (tables[var][1] + rs.banks[var])
-            effect[s] = (rs, rs.rule.ports, update)
-        decide, base_ports = tables["decide"], ctx.ports
-        match = {"ctx": {"exact": ctx_id}}
+            effect[s] = (rs, self._bitmap(rs.rule.ports), update)
+        decides = []
         for regions in itertools.product(*(range(n) for *_, n in axes)):
             key, per_rule = 0, {}
             for (shift, s, i, _), r in zip(axes, regions):
@@ -439,21 +501,18 @@ class State:
                 if rr is None:
                     rr = per_rule[s] = [0] * len(effect[s][0].vars)
                 rr[i] = r
-            ports, update = base_ports, 0
+            ports, update = 0, 0
             for s, rr in per_rule.items():
                 rs, rule_ports, rule_update = effect[s]
                 if rs.combination(rr) in fires[s]:
-                    ports = ports | rule_ports
+                    ports |= rule_ports
                     update |= rule_update
-            if ports or update:
-                out.append({"table": decide, "match": {**match, "regions": {"exact": key}},
-                            "action": "decide", "params": {"ports": bitmap(ports),
-                                                           "update": update}})
-        return out
+            decides.append((key, ports, update))
+        return binds, decides
 
     def _bind_params(self, rs: RuleState, var: StateVar, i: int) -> dict:
         """A bind entry's parameters for rule `rs`'s state `var` (its i-th): the same in
-        every context, made once (each entry gets its own copy)."""
+        every context, made once and shared by its entries."""
         key = (rs.serial, var)
         params = self._binds.get(key)
         if params is None:
@@ -464,7 +523,7 @@ class State:
             params.update({f"t{j}": bounds[j][0] if j < len(bounds) else 0
                            for j in range(MAX_BOUNDARIES)})
             self._binds[key] = params
-        return dict(params)
+        return params
 
     def instances(self, app: str) -> list[dict]:
         """entries.json's `state_instances`: every live rule's ranges, by state and base."""
