@@ -15,7 +15,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-APPS = ("apps.itch_filter", "apps.int_events", "apps.fabric")
+APPS = ("apps.itch_filter", "apps.int_events", "apps.fabric", "apps.hicn")
 
 
 def _import_if_present(name: str) -> ModuleType | None:

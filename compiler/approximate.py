@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from compiler.ast import NEGATED, And, Atom, Const, Filter, Not, Or, Rule
+from compiler.errors import CamusError
 
 
 def approximate(f: Filter, alpha: int | Mapping[str, int]) -> Filter:
@@ -49,6 +50,14 @@ def approximate_rules(rules: Sequence[Rule], alpha: int | Mapping[str, int]) -> 
     per-field fit); unchanged under α 1 or an empty mapping."""
     if alpha == 1 or not alpha:
         return list(rules)
+    acting = next((r for r in rules if r.verdict is not None), None)
+    if acting is not None:
+        # A widened filter matches packets the rule does not: harmless for fwd (a
+        # subscriber filters them), not for a drop or an answer (docs/actions.md).
+        raise CamusError(f"'{acting.text or acting.verdict}': approximation widens filters, "
+                         f"so a rule naming drop or an action would act on packets it does "
+                         f"not match; compile rules with actions without --alpha",
+                         acting.line or None)
     return [Rule(approximate(r.filter, alpha), r.ports, r.line, r.text) for r in rules]
 
 

@@ -1,5 +1,6 @@
 """The rule AST: filters over query fields and state, and rules pairing a filter with ports
-(and, for stateful rules, the state their actions update; docs/stateful.md).
+(and, for stateful rules, the state their actions update; docs/stateful.md; and, for rules
+naming `drop` or an action their spec declares, that verdict; docs/actions.md).
 
 Atoms compare by meaning only (field, operator, value); their source position rides along
 for error messages and is ignored by equality and hashing. Nodes keep their fields in slots:
@@ -11,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from compiler.spec import QueryField, StateVar
+from compiler.actions import MAX_PORT, Verdict  # noqa: F401  (rules hold a Verdict)
+from compiler.spec import QueryField, StateVar, dns_name_text
 
 OPS = ("==", "!=", "<", "<=", ">", ">=")
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
-MAX_PORT = 511
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,8 @@ class Atom:
         if self.prefix_len is not None:
             value = f"{_dotted(self.value)}/{self.prefix_len}" if self.field.width == 32 \
                 else f"{self.value}/{self.prefix_len}"
+        elif self.field.dns_name:
+            value = '"' + dns_name_text(self.value, self.field.width // 8) + '"'
         elif self.field.ascii:
             value = '"' + self.value.to_bytes(self.field.width // 8, "big").decode(
                 "ascii", "replace").rstrip(" ") + '"'
@@ -85,6 +88,7 @@ class Rule:
     line: int = 0
     text: str = ""
     updates: frozenset[StateVar] = frozenset()  # the state its update actions name
+    verdict: Verdict | None = None  # drop or a declared action (docs/actions.md)
 
 
 def state_atoms(f: Filter) -> list[StateAtom]:

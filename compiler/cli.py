@@ -102,6 +102,10 @@ def cmd_compile(args) -> int:
             raise CamusError("--p4: the P4 program does not run state yet (issue 25; "
                              "docs/pipeline-ir.md, \"State\", is what it will implement); "
                              "compile without --p4")
+        if args.p4 and any(a.uses_actions for a in c.pipeline.applications):
+            raise CamusError("--p4: the P4 program does not run actions beyond fwd, default "
+                             "actions or DNS framing yet (camus_ir 5; docs/actions.md, "
+                             "\"Targets\", says what it needs); compile without --p4")
     except CamusError as exc:
         print(f"camus compile: error: {exc}", file=sys.stderr)
         return 2
@@ -308,6 +312,11 @@ def cmd_eval(args) -> int:
                 raise ValueError("expected a JSON object")
             timing = {k: message.pop(k) for k in ("@ts", "@length") if k in message}
             values = message_values(app, message)
+            if app.uses_actions:  # IR 5: the ports and the verdict (docs/actions.md)
+                if timing:
+                    raise ValueError(f"{', '.join(timing)}: this application has no state")
+                print(json.dumps(_outcome(tables, app, values)), flush=True)
+                continue
             if values is None:
                 ports = []
             elif app.state is None:
@@ -324,6 +333,22 @@ def cmd_eval(args) -> int:
             continue
         print(json.dumps(ports), flush=True)
     return status
+
+
+def _outcome(tables, app, values: dict | None) -> dict:
+    """`camus eval`'s line for an application with actions: {"ports": [...], "verdict":
+    null | {"action": name, "args": [...]}}; a message of no subscription type gets the
+    default action."""
+    from pipeline.interpreter import default_result, verdict_of
+
+    if values is None:
+        d = default_result(app) if app.default_action is not None else None
+        ports, verdict = sorted(p for p, _ in tables.replicas(app, d)), verdict_of(d)
+    else:
+        ports, verdict = tables.outcome(app, values)
+        ports = sorted(ports)
+    return {"ports": ports, "verdict": None if verdict is None else
+            {"action": verdict[0], "args": list(verdict[1])}}
 
 
 def _timing(app, timing: dict) -> tuple[int, int | None]:

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import (diagram, estimate, exact_only, lanes as lanes_mod, lowering, order,
-                      stateful as stateful_mod, tables)
+from compiler import (actions as actions_mod, diagram, estimate, exact_only, lanes as lanes_mod,
+                      lowering, order, stateful as stateful_mod, tables)
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import CamusError
 from compiler import formula
@@ -58,6 +58,10 @@ class Compiled:
     def tables(self) -> interpreter.Tables:
         """The compiled entries loaded into the pipeline's tables (what `camus eval` runs)."""
         return interpreter.load(self.pipeline, self.entries)
+
+
+# Where verdicts' pseudo-ports start: past every port a rule names (ports are 1..511).
+PSEUDO_PORT_BASE = 1 << 20
 
 
 class TooLarge(CamusError):
@@ -129,13 +133,23 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     started = time.perf_counter()
     st = None
-    if spec.state_vars:  # an application with state: one lane, the general path
-        st = stateful_mod.State(spec)
-    elif fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries,
-                                        on_estimate):
-        # 1M hICN rules: entries straight from the values, the diagram built only if read
+    # Verdicts (drop, declared actions; docs/actions.md) ride in the diagram's leaves as
+    # pseudo-ports past every real one, numbered in rank order (`compiler.actions.rank`), so
+    # the numbering depends on the rule set's meaning; `tables.decision` turns them back.
+    verdicts = {PSEUDO_PORT_BASE + i: v for i, v in enumerate(
+        sorted({r.verdict for r in rules if r.verdict is not None}, key=actions_mod.rank))}
+    pseudo = {v: p for p, v in verdicts.items()}
+    if spec.state_vars and any(map(stateful_mod.stateful, rules)):
+        st = stateful_mod.State(spec)  # rules with state: one lane, the general path
+    elif not verdicts and spec.default is None and (fast := exact_only.diagram_for(
+            spec, rules, field_order, static, max_entries, on_estimate)):
+        # 1M hICN rules: entries straight from the values, the diagram built only if read.
+        # A spec declaring state whose rules use none (hicn.p4's meter) still goes this way.
+        fast.with_state = bool(spec.state_vars)
         return _emit(spec, rules, len(rules), fast.diagram(), fast.stages, fast.predicted,
                      static, started, fast)
+    elif spec.state_vars:
+        st = stateful_mod.State(spec)
     items = []
     append = items.append
     expanded = rules  # the rules the match kinds come from: stateful ones as pseudo-rules
@@ -153,12 +167,16 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     else:
         for rule in rules:
             ports = rule.ports
+            if rule.verdict is not None:
+                ports = ports | {pseudo[rule.verdict]}
             for conj in normal_form(rule.filter, rule.line):  # or a wide filter whole
                 append((conj, ports))
     fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
     # Lanes partition conjunctions by the fields they test; a wide filter kept whole as a
     # formula tests many fields at once, so a rule set holding one compiles as one diagram.
-    if lanes != 1 and not static and st is None and not any(type(c) is Wide for c, _ in items):
+    # Verdicts are ranked across every rule a message matches: one diagram holds them all.
+    if lanes != 1 and not static and st is None and not verdicts and \
+            not any(type(c) is Wide for c, _ in items):
         chosen = _choose_lanes(spec, items, fields, field_order, lanes)
         if chosen is not None:
             return _compile_lanes(spec, rules, items, chosen, field_order, progress, max_entries,
@@ -180,7 +198,8 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
     kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, expanded)
     stages = lowering.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress, trial)
-    c = _emit(spec, rules, len(items), d, stages, predicted, static, started, state=st)
+    c = _emit(spec, rules, len(items), d, stages, predicted, static, started, state=st,
+              verdicts=verdicts)
     total = c.stats["entries"]["total"]
     if max_entries and total > max_entries:
         raise _too_large(items, rules, fields, max_entries, predicted, total)
@@ -221,7 +240,7 @@ class Trial:
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
           stages: list[Stage], predicted: estimate.Estimate | None, static: bool,
           started: float, fast: exact_only.ExactOnly | None = None,
-          state: stateful_mod.State | None = None) -> Compiled:
+          state: stateful_mod.State | None = None, verdicts: dict | None = None) -> Compiled:
     # `fast` (the exact-only path) knows its states and, mostly, its entries without `d`.
     reachable = None if fast else d.reachable()
     states = fast.states() if fast else len(reachable)
@@ -238,10 +257,16 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
         per_table = _per_table(entries)
     else:
         entries, groups = tables.emit(d, stages, app.leaf_table, reachable or d.reachable(),
-                                      app.multicast_group, state_width)
+                                      app.multicast_group, state_width, verdicts=verdicts)
         entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
                        "multicast_groups": groups}
+        if spec.state_vars:  # state declared, used by no rule: the state tables stay empty
+            entries_doc["camus_entries"] = entries_json.STATE_ENTRIES_VERSION
+            entries_doc["state_instances"] = []
         per_table = _per_table(entries)
+    if spec.default is not None and spec.default[0]:
+        groups = entries_doc["multicast_groups"] = _with_ports(groups, app.multicast_group,
+                                                               spec.default[0])
     ports_width = MAX_PORTS_WIDTH
     if not static:  # a static pipeline has a bit for every port; else up to the highest used
         ports_width = 1 + max((r["port"] for g in groups for r in g["replicas"]), default=0)
@@ -251,6 +276,16 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
     if state is not None:
         stats["state"] = {"stateful_rules": len(state.rules), "contexts": contexts}
     return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
+
+
+def _with_ports(groups: list[dict], group: int, ports: frozenset[int]) -> list[dict]:
+    """`groups` with the application's group reaching `ports` too (the default action's:
+    a MoldUDP64 packet mixing it with rules' decisions multicasts through the group)."""
+    have = {r["port"] for g in groups for r in g["replicas"]}
+    every = sorted(have | ports)
+    if every == sorted(have):
+        return groups
+    return [{"id": group, "replicas": [{"port": p, "rid": 0} for p in every]}]
 
 
 def _emit_stateful(d: diagram.Diagram, stages: list[Stage], app: Application,

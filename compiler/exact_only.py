@@ -58,6 +58,9 @@ class ExactOnly:
     def __init__(self, q: QueryField, ports_of: dict[int, frozenset], stages: list[Stage],
                  predicted: estimate.Estimate | None):
         self.q, self.ports_of, self.stages, self.predicted = q, ports_of, stages, predicted
+        # A spec that declares state makes a pipeline with state tables even when no rule
+        # uses them: its entries.json is version 3, with (here empty) `state_instances`.
+        self.with_state = False
 
     def states(self) -> int:
         """The diagram's states, all reachable: the root, a leaf per port set, the dead state
@@ -110,8 +113,14 @@ class ExactOnly:
         decided = map(self.actions.__getitem__, map(self.ports_of.__getitem__, values))
         entries = [{"table": table, "match": {"state": root, name: {"exact": v}},
                     "action": act, "params": params} for v, (act, params) in zip(values, decided)]
-        return {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
-                "multicast_groups": self.groups}
+        doc = {"camus_entries": self._version(), "table_entries": entries,
+               "multicast_groups": self.groups}
+        if self.with_state:
+            doc["state_instances"] = []
+        return doc
+
+    def _version(self) -> int:
+        return entries_json.STATE_ENTRIES_VERSION if self.with_state else entries_json.ENTRIES_VERSION
 
     def write(self, fh) -> None:
         """`document()` as entries.write writes it, without building it: an entry's text
@@ -127,7 +136,8 @@ class ExactOnly:
         def text(start: int, stop: int) -> str:
             return ",\n".join([head + str(v) + tails[ports_of[v]] for v in values[start:stop]])
 
-        entries_json.write_parts(entries_json.ENTRIES_VERSION, len(values), text, self.groups, fh)
+        entries_json.write_parts(self._version(), len(values), text, self.groups, fh,
+                                 [] if self.with_state else None)
 
 
 def diagram_for(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] | None,

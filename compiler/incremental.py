@@ -454,6 +454,12 @@ class Incremental:
 
     def __init__(self, spec: Spec, rules: Sequence[Rule] = (),
                  field_order: Sequence[str] | None = None, static: bool = False):
+        if spec.actions or spec.default is not None:
+            # Verdicts are pseudo-ports numbered over the whole rule set (compile.py), which
+            # a change would renumber; the full compiler handles them (docs/actions.md).
+            raise CamusError(f"spec '{spec.name}' declares actions beyond fwd or a default "
+                             f"action, which the incremental compiler does not handle yet: "
+                             f"compile the whole rule set (compiler.compile.compile_rules)")
         self.spec, self.field_order, self.static = spec, field_order, static
         # Stateful rules: their compiled state, and by rule key the serials of the live ones.
         self.state = stateful_mod.State(spec) if spec.state_vars else None

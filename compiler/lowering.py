@@ -9,7 +9,8 @@ reference for the format the result is written in (`pipeline.document`).
 from __future__ import annotations
 
 from compiler.spec import Header, Spec
-from compiler.tables import STATIC_STATE_BITS, group_id
+from compiler.actions import TYPES
+from compiler.tables import STATIC_STATE_BITS, bitmap, group_id, verdict_action
 from pipeline import model
 
 
@@ -59,7 +60,29 @@ def application(spec: Spec, stages: list[model.Stage],
     return model.Application(spec.name, spec.udp_port, spec.framing,
                              _header(spec.packet_header) if spec.packet_header else None, message,
                              fields, tuple(stages), leaf_table(spec), group_id(spec.name),
-                             tuple(lanes), state(spec))
+                             tuple(lanes), state(spec), declared_actions(spec),
+                             default_action(spec))
+
+
+def declared_actions(spec: Spec) -> tuple[model.Action, ...]:
+    """The spec's `@action`s as the pipeline declares them (without `ports`, which the
+    pipeline adds to every action but drop), in declaration order."""
+    return tuple(model.Action(sig.name, tuple(model.Param(n, TYPES[t]) for n, t in sig.params))
+                 for sig in spec.actions.values())
+
+
+def default_action(spec: Spec) -> model.Call | None:
+    """The spec's `@default_action` as the action a message no entry decides takes."""
+    if spec.default is None:
+        return None
+    ports, verdict = spec.default
+    if verdict is not None:
+        name, params = verdict_action(verdict, ports)
+    elif len(ports) == 1:
+        name, params = "fwd", {"port": next(iter(ports))}
+    else:
+        name, params = "mcast", {"ports": bitmap(ports)}
+    return model.Call(name, tuple(params.items()))
 
 
 def _message_field(spec: Spec, qname: str | None) -> model.Field | None:

@@ -12,7 +12,13 @@ from pipeline.model import Application
 
 
 def query_fields(app: Application) -> dict[str, QueryField]:
-    return {q: QueryField(q, f.width, f.bit_offset, f.declared, f.ascii) for q, f in app.fields.items()}
+    # framing dns: the question's name field takes a DNS name ("h105"), as rules write it
+    name = None
+    if app.framing == "dns":
+        question = app.message.headers[1]
+        name = f"{question.name}.{question.fields[0].name}"
+    return {q: QueryField(q, f.width, f.bit_offset, f.declared, f.ascii, q == name)
+            for q, f in app.fields.items()}
 
 
 def message_values(app: Application, message: dict) -> dict[str, int] | None:

@@ -15,6 +15,8 @@ A rules file holds one rule per line, or several separated by ';'; '#' starts a 
     actions    := action (',' action)*
     action     := 'fwd' '(' PORT (',' PORT)* ')'                PORT: INT or HEX, 1..511
                 | ('count' | 'meter' | 'avg') '(' NAME ')'      (update actions)
+                | 'drop' | NAME ['(' [ARG (',' ARG)*] ')']      (one verdict: docs/actions.md)
+                | 'priority' '(' INT ')'                        (the verdict's priority)
 
 One side of a comparison is a field (`header.field`, or a bare `field` when unique); the
 other is a constant: a number, a quoted string or bare word for character fields, or a dotted
@@ -66,6 +68,15 @@ class Call(NamedTuple):
 
     name: Token
     arg: Token
+
+
+class VerdictCall(NamedTuple):
+    """`drop`, or `name(arg, ...)` of a declared action, and the rule's `priority(N)` (None:
+    0), as parsed; `compiler.rule_typing.RuleTyper.verdict` types it."""
+
+    name: Token
+    args: list[Token]
+    priority: Token | None
 
 
 UPDATE_ACTIONS = ("count", "meter", "avg")
@@ -242,10 +253,14 @@ class Parser:
         self.expect(")")
         return Call(name, arg)
 
-    def action(self) -> tuple[list[Token], list[Call]]:
-        """The ports of the rule's `fwd` (if any) and its update actions, in order."""
+    def action(self) -> tuple[list[Token], list[Call], "VerdictCall | None"]:
+        """The ports of the rule's `fwd` (if any), its update actions in order, and its
+        verdict (`drop` or a declared action, with its `priority(N)`), if any."""
         ports: list[Token] | None = None
         updates: list[Call] = []
+        verdict: Token | None = None
+        args: list[Token] = []
+        priority: Token | None = None
         while True:
             tok = self.peek()
             if self.at("fwd"):
@@ -264,14 +279,46 @@ class Parser:
                 if not self.at("("):
                     self.fail("'('")
                 updates.append(self.call(tok))
+            elif tok.type == "NAME" and tok.value == "priority":
+                if priority is not None:
+                    raise self.typer.error("priority(...) is given twice", tok)
+                self.take()
+                self.expect("(")
+                if self.peek().type not in ("INT", "HEX", "SLOT"):
+                    self.fail("a priority (a number)")
+                priority = self.take()
+                self.expect(")")
+            elif tok.type == "NAME":  # drop, or an action the spec declares: the typer checks
+                if verdict is not None:
+                    raise self.typer.error(
+                        f"a rule takes one action besides fwd; '{verdict.value}' is given "
+                        f"already (docs/actions.md)", tok)
+                verdict = self.take()
+                if self.at("("):
+                    self.take()
+                    if not self.at(")"):
+                        args.append(self.argument())
+                        while self.at(","):
+                            self.take()
+                            args.append(self.argument())
+                    self.expect(")", "',' or ')'")
             else:
-                self.fail("an action: fwd(port, ...), count(counter), meter(meter) or "
-                          "avg(field)")
+                self.fail("an action: fwd(port, ...), drop, an action the spec declares, "
+                          "priority(n), count(counter), meter(meter) or avg(field)")
             if self.peek().type == "END":
-                return ports or [], updates
+                if verdict is None and priority is not None:
+                    raise self.typer.error("priority(...) ranks a rule's action (drop or a "
+                                           "declared one); this rule names none", priority)
+                call = None if verdict is None else VerdictCall(verdict, args, priority)
+                return ports or [], updates, call
             if not self.at(","):
                 self.fail("the end of the rule (or ',' and another action)")
             self.take()
+
+    def argument(self) -> Token:
+        if self.peek().type not in ("INT", "HEX", "IPV4", "SLOT"):
+            self.fail("an argument (a number or an IPv4 address)")
+        return self.take()
 
     def port(self) -> Token:
         if self.peek().type not in ("INT", "HEX", "SLOT"):

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from compiler.ast import MAX_PORT, OPS, Atom, Const, Filter, Not, Or, StateAtom
+from compiler.actions import LIBRARY, MAX_PRIORITY, Signature, argument
+from compiler.ast import MAX_PORT, OPS, Atom, Const, Filter, Not, Or, StateAtom, Verdict
 from compiler.errors import RuleError, SpecError
-from compiler.rule_syntax import Call, Token
+from compiler.rule_syntax import Call, Token, VerdictCall
 from compiler.spec import QueryField, Spec, StateVar
 
 
@@ -233,6 +234,36 @@ class RuleTyper:
                              f"{var.kind}: write {var.action}", arg)
         return var
 
+    def verdict_name(self, call: VerdictCall) -> Signature:
+        """The declared action a verdict names (refused: one the spec does not declare, the
+        wrong number of arguments); checked once per rule shape."""
+        name = call.name
+        sig = self.spec.actions.get(name.value)
+        if sig is None:
+            known = ", ".join(sorted(self.spec.actions)) or "none"
+            hint = f" (add @action({name.value}) to the spec)" if name.value in LIBRARY else ""
+            raise self.error(f"unknown action '{name.value}' (fwd, and the actions this spec "
+                             f"declares: {known}){hint}", name)
+        if len(call.args) != len(sig.params):
+            raise self.error(f"{name.value} takes {len(sig.params)} argument"
+                             f"{'' if len(sig.params) == 1 else 's'}: {sig.usage()}", name)
+        return sig
+
+    def verdict(self, call: VerdictCall, args: list[Token], priority: Token | None) -> Verdict:
+        """The typed verdict of `call` with its argument (and priority) tokens instantiated."""
+        sig = self.verdict_name(call)
+        values = tuple(argument(t, tok, self.error) for (_, t), tok in zip(sig.params, args))
+        level = 0
+        if priority is not None:
+            if priority.type not in ("INT", "HEX") or "/" in priority.value:
+                raise self.error(f"a priority is a number, not {priority.value!r}", priority)
+            level = self.number(priority.value, 16 if priority.type == "HEX" else 10,
+                                MAX_PRIORITY, priority)
+            if level > MAX_PRIORITY:
+                raise self.error(f"priority {_shown(priority.value)} is out of range "
+                                 f"(0..{MAX_PRIORITY})", priority)
+        return Verdict(sig.name, values, level)
+
     def atom(self, field: QueryField, op: str, tok: Token, op_tok: Token | None = None) -> Atom:
         assert op in OPS, op
         op_tok = op_tok or tok
@@ -279,6 +310,11 @@ class RuleTyper:
                 raise self.error(f"unknown field '{text}' (a constant with a '.' must be quoted)",
                                  tok)
             chars = text[1:-1] if tok.type == "STRING" else text
+            if field.dns_name:
+                try:
+                    return field.encode(chars), None
+                except ValueError as exc:
+                    raise self.error(str(exc), tok) from None
             if field.width % 8:
                 raise self.error(f"a string needs a field of whole bytes; '{field.qname}' has "
                                  f"{field.width} bits", tok)

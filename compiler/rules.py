@@ -34,8 +34,8 @@ from compiler.errors import RuleError
 from compiler import formula
 from compiler.formula import FORMULA_AT
 from compiler.normalize import size_bound
-from compiler.rule_syntax import KEYWORDS, MAX_NESTING, Parser, Token, line_rules, split_rules, \
-    tokenize
+from compiler.rule_syntax import KEYWORDS, MAX_NESTING, Parser, Token, VerdictCall, line_rules, \
+    split_rules, tokenize
 from compiler.rule_typing import Compare, RuleTyper, StateCompare
 from compiler.spec import QueryField, Spec
 
@@ -65,7 +65,7 @@ _new = object.__new__
 _ATOM_SLOTS = tuple(getattr(Atom, f).__set__
                     for f in ("field", "op", "value", "prefix_len", "line", "column"))
 _RULE_SLOTS = tuple(getattr(Rule, f).__set__
-                    for f in ("filter", "ports", "line", "text", "updates"))
+                    for f in ("filter", "ports", "line", "text", "updates", "verdict"))
 _NO_UPDATES: frozenset = frozenset()
 _set_items = {cls: cls.items.__set__ for cls in (And, Or)}
 
@@ -85,12 +85,13 @@ def _atom(field: QueryField, op: str, value: int, prefix_len: int | None, line: 
 
 def _rule(filt: Filter, ports: frozenset[int], line: int, text: str) -> Rule:
     r = _new(Rule)
-    s_filter, s_ports, s_line, s_text, s_updates = _RULE_SLOTS
+    s_filter, s_ports, s_line, s_text, s_updates, s_verdict = _RULE_SLOTS
     s_filter(r, filt)
     s_ports(r, ports)
     s_line(r, line)
     s_text(r, text)
-    s_updates(r, _NO_UPDATES)  # the fast paths build stateless rules only
+    s_updates(r, _NO_UPDATES)  # the fast paths build stateless, fwd-only rules only
+    s_verdict(r, None)
     return r
 
 
@@ -142,7 +143,8 @@ class _Shape(NamedTuple):
     """A parsed rule shape: its tree and ports, the column it was parsed at, and its fast
     instantiation (None if it has none)."""
 
-    parsed: tuple[Filter, list[Token], list[int], frozenset]  # filter, ports, slots, updates
+    # filter, ports, slots, updates, verdict
+    parsed: tuple[Filter, list[Token], list[int], frozenset, VerdictCall | None]
     column: int
     fast: object
 
@@ -224,11 +226,16 @@ class _RuleBuilder:
         if rule is None:
             values = [Token(_constant_type(c), c, line, column + ends[2 * i])
                       for i, c in enumerate(consts)]
-            f, port_tokens, slot_columns, updates = plan.parsed
+            f, port_tokens, slot_columns, updates, call = plan.parsed
             self.slot_columns, self.line, self.column, self.origin = \
                 slot_columns, line, column, plan.column
+            verdict = None
+            if call is not None:
+                verdict = self.typer.verdict(
+                    call, [self.slot(t, values) for t in call.args],
+                    None if call.priority is None else self.slot(call.priority, values))
             rule = Rule(self.instantiate(f, values), self.ports(port_tokens, values), line, text,
-                        updates)
+                        updates, verdict)
         # A filter whose normal form may be too large compiles as a formula (compiler.formula);
         # one whose diagram would still be too large is refused here, at parse time, with its
         # position, never later by the compiler. The bound depends on the shape only.
@@ -239,13 +246,15 @@ class _RuleBuilder:
             formula.check(rule.filter, line, column, self.source)
         return rule
 
-    def fast(self, f, port_tokens: list[Token], slot_columns: list[int], updates: frozenset):
+    def fast(self, f, port_tokens: list[Token], slot_columns: list[int], updates: frozenset,
+             call: VerdictCall | None):
         """The shape's instantiation as one function of its constants' texts and columns, or
         None when the shape has a constant that is not a slot. The function raises
         _Fallback (or RuleError) at anything it has not seen work: the general path then
         builds the rule, or reports the error, exactly as it always does."""
         build = self._fast_filter(f)
-        if build is None or updates or any(t.type != "SLOT" for t in port_tokens):
+        if build is None or updates or call is not None or \
+                any(t.type != "SLOT" for t in port_tokens):
             return None
         slots = tuple(int(t.value) for t in port_tokens)
         one = slots[0] if len(slots) == 1 else None  # `fwd(p)`: the text alone is the key
@@ -325,7 +334,8 @@ class _RuleBuilder:
             self.plain.add((q, op))
         return value
 
-    def parse(self, tokens: list[Token]) -> tuple[Filter, list[Token], list[int], frozenset]:
+    def parse(self, tokens: list[Token]
+              ) -> tuple[Filter, list[Token], list[int], frozenset, VerdictCall | None]:
         slot, slot_columns = 0, []
         for i, tok in enumerate(tokens):
             if tok.type == "SLOT":
@@ -339,14 +349,26 @@ class _RuleBuilder:
         if not p.at(":"):
             p.fail("':' before the action" if p.peek().type != "END" else "':' and an action")
         p.take()
-        ports, calls = p.action()
+        ports, calls, verdict = p.action()
+        if verdict is not None:
+            self.typer.verdict_name(verdict)  # the name and arity: once per shape
+            if calls:
+                raise self.typer.error(
+                    "a rule with state cannot name an action besides fwd yet (docs/actions.md, "
+                    "\"Actions and state\")", verdict.name)
+            if verdict.name.value == "drop" and ports:
+                raise self.typer.error("drop discards the packet: a rule naming it names no "
+                                       "fwd(...)", verdict.name)
         updates = set()
         for call in calls:  # no constants inside: typed once per shape
             var = self.typer.update(call)
             if var in updates:
                 raise self.typer.error(f"{var.action} is given twice", call.name)
             updates.add(var)
-        return f, ports, slot_columns, frozenset(updates)
+        if verdict is not None and _reads_state(f):
+            raise self.typer.error("a rule with state cannot name an action besides fwd yet "
+                                   "(docs/actions.md, \"Actions and state\")", verdict.name)
+        return f, ports, slot_columns, frozenset(updates), verdict
 
     def instantiate(self, f, values: list[Token]) -> Filter:
         if isinstance(f, Compare):
@@ -363,6 +385,10 @@ class _RuleBuilder:
             return Not(self.instantiate(f.item, values))
         return f
 
+    def slot(self, tok: Token, values: list[Token]) -> Token:
+        """A shape's token as the rule's own: its constant if it is a slot, else moved."""
+        return values[int(tok.value)] if tok.type == "SLOT" else self.unshape(tok, values)
+
     def unshape(self, tok: Token | None, values: list[Token]) -> Token | None:
         """A shape token moved to its line and column in the rule's text (the shape was
         parsed at the position of the first rule of that shape, and slots are 1 character)."""
@@ -375,6 +401,15 @@ class _RuleBuilder:
     def ports(self, tokens: list[Token], values: list[Token]) -> frozenset[int]:
         return frozenset(self.typer.port(values[int(tok.value)] if tok.type == "SLOT" else tok)
                          for tok in tokens)
+
+
+def _reads_state(f) -> bool:
+    """Whether a parsed shape's filter compares declared state somewhere."""
+    if isinstance(f, StateCompare):
+        return True
+    if isinstance(f, (And, Or)):
+        return any(_reads_state(i) for i in f.items)
+    return isinstance(f, Not) and _reads_state(f.item)
 
 
 def _constant_type(text: str) -> str:

@@ -8,6 +8,14 @@ give takes its default (0, or spaces for ascii fields).
 It deliberately shares no code with the compiler's normal forms or interval arithmetic:
 it compares integers, nothing more, so that a bug there cannot hide here.
 
+Actions beyond fwd (docs/actions.md): `outcome` is what a message gets. Of the rules whose
+filter is true, the verdict (`drop` or a declared action) ranked first is taken: the highest
+`priority(N)`, at equal priority `drop`, then the smallest (name, arguments). A drop verdict
+gives no port at all; any other verdict comes with the union of every true rule's ports. A
+message that gets no port and no verdict gets the spec's default action (`default`, as
+`Spec.default` holds it: (ports, verdict or None)); with none declared it gets nothing,
+which the switch turns into IPv4 routing. `evaluate` is `outcome`'s ports, without a default.
+
 Rules with state (counters, averages, meters; docs/stateful.md, which this follows step by
 step) have no meaning on one message alone: `Evaluator` takes a timed sequence of packets,
 keeps each rule's instances, and gives each packet's port set; rules may be added and
@@ -20,14 +28,56 @@ import operator
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule, StateAtom, rule_state
+from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule, StateAtom, Verdict, rule_state
 from compiler.spec import COUNT_BITS, SUM_BITS, TIMESTAMP_BITS, StateVar
 from compiler.state import check_slots
 
 MAX_LENGTH = 0xFFFF  # a packet's length in bytes, what a `bytes` meter adds
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What a message gets: ports to forward copies to, and the verdict taken (None: none).
+    (frozenset(), None) is nothing: the switch routes the packet by IPv4."""
+
+    ports: frozenset[int]
+    verdict: Verdict | None = None
+
+
+def outcome(rules: Iterable[Rule], values: Mapping[str, int],
+            default: tuple[frozenset[int], Verdict | None] | None = None) -> Outcome:
+    ports: set[int] = set()
+    verdict = None
+    for rule in rules:
+        if holds(rule.filter, values):
+            ports |= rule.ports
+            v = rule.verdict
+            if v is not None and (verdict is None or _ranks_before(v, verdict)):
+                verdict = v
+    if verdict is not None:
+        return Outcome(frozenset() if verdict.name == "drop" else frozenset(ports), verdict)
+    if not ports and default is not None:
+        d_ports, d_verdict = default
+        return Outcome(frozenset() if d_verdict and d_verdict.name == "drop" else d_ports,
+                       d_verdict)
+    return Outcome(frozenset(ports))
+
+
+def _ranks_before(a: Verdict, b: Verdict) -> bool:
+    """Whether verdict `a` is taken over `b`, written out comparison by comparison."""
+    if a.priority != b.priority:
+        return a.priority > b.priority
+    if (a.name == "drop") != (b.name == "drop"):
+        return a.name == "drop"
+    if a.name != b.name:
+        return a.name < b.name
+    return a.args < b.args
+
+
 def evaluate(rules: Iterable[Rule], values: Mapping[str, int]) -> set[int]:
+    rules = rules if isinstance(rules, (list, tuple)) else list(rules)
+    if any(r.verdict is not None for r in rules):
+        return set(outcome(rules, values).ports)
     ports: set[int] = set()
     for rule in rules:
         if not rule.ports <= ports and holds(rule.filter, values):
@@ -145,6 +195,9 @@ class Evaluator:
         return tuple(cell) if cell else (None, 0, 0)
 
     def _insert(self, rule: Rule) -> int:
+        if rule.verdict is not None:
+            raise TypeError(f"'{rule.text or rule}': a stateful rule set cannot name actions "
+                            f"besides fwd yet (docs/actions.md, \"Actions and state\")")
         handle = self._next
         self._next += 1
         self._rules[handle] = _Rule(rule)

@@ -9,6 +9,8 @@ annotations. The annotations (each also accepted as `@pragma name(...)` and `#pr
   ascii(h.f)                f holds left-justified, space-padded ASCII (as ITCH pads)
   udp_port(N)               UDP destination port that carries the application (default 1234)
   framing(single)           one message right after the UDP header (the default)
+  framing(dns)              a DNS query: the DNS header, then the question with its name's
+                            wire form in a fixed-width field (docs/actions.md, "DNS")
   framing(moldudp64, h)     header h is a MoldUDP64 packet header; the other headers form each
                             message block
   message_type(h.f, v, ...) only messages whose h.f is one of the values are subscription
@@ -20,6 +22,11 @@ annotations. The annotations (each also accepted as `@pragma name(...)` and `#pr
   query_timestamp(h.f, ns|us|ms)   a message's time is its field h.f in that unit (else
                             its packet's time)
   query_banks(N)            register arrays per declared state (1..16, default 4)
+  action(NAME, ...)         actions of compiler.actions.LIBRARY rules may name besides fwd
+                            (drop, answerDNS; docs/actions.md)
+  default_action("ACTIONS") what a message no rule gives anything gets: an action list as
+                            a rule writes it ("fwd(1)", "drop", "answerDNS(10.0.0.1)");
+                            without it, such a packet goes by IPv4 routing
 
 Field widths come from the header declarations, never from annotations.
 """
@@ -27,11 +34,14 @@ Field widths come from the header declarations, never from annotations.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import lark
 
+from compiler.actions import DROP, LIBRARY, MAX_PORT, Verdict, argument
 from compiler.errors import SpecError
 
 DEFAULT_UDP_PORT = 1234
@@ -49,7 +59,7 @@ DEFAULT_BANKS = 4  # register arrays per state (pipeline.model.DEFAULT_BANKS)
 MAX_BANKS = 16
 # Words a rule gives a meaning of their own; no counter or meter may be named so.
 RESERVED = frozenset({"and", "or", "not", "in", "true", "false", "fwd", "count", "meter", "avg",
-                      "rate"})
+                      "rate", "drop", "priority"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class QueryField:
     bit_offset: int  # from the start of the message
     kind: str  # declared match kind: "range" | "exact" | "lpm"
     ascii: bool = False
+    dns_name: bool = False  # framing(dns)'s name field: constants are DNS names
 
     @property
     def max_value(self) -> int:
@@ -107,6 +118,8 @@ class QueryField:
         """A field value from an integer or (space-padded, as ITCH pads) ASCII text."""
         if isinstance(value, bool):
             raise ValueError(f"{self.qname}: expected an integer or a string, not {value!r}")
+        if self.dns_name and isinstance(value, (str, bytes)):
+            return dns_name_value(value, self.width // 8, self.qname)
         if isinstance(value, str):
             value = value.encode("ascii")
         if isinstance(value, bytes):
@@ -120,9 +133,41 @@ class QueryField:
 
     def decode(self, value: int) -> int | str:
         """The inverse of encode for display: text for ascii fields, else the integer."""
+        if self.dns_name:
+            return dns_name_text(value, self.width // 8)
         if self.ascii and self.width % 8 == 0:
             return value.to_bytes(self.width // 8, "big").decode("ascii", "replace").rstrip(" ")
         return value
+
+
+def dns_name_value(name: str | bytes, size: int, qname: str = "the name field") -> int:
+    """A DNS name's wire form (each label's length byte then its bytes, then the root's
+    zero byte), zero-padded to `size` bytes, as an integer (framing(dns)'s name field).
+    A final '.' is allowed; ValueError for an empty label, one over 63 bytes, non-ASCII,
+    or a wire form longer than `size` bytes."""
+    if isinstance(name, bytes):
+        name = name.decode("ascii")
+    if not name.isascii():
+        raise ValueError(f"DNS name {name!r} is not ASCII")
+    text = name[:-1] if name.endswith(".") and name != "." else name
+    labels = [] if text in ("", ".") else text.split(".")
+    if any(not 1 <= len(label) <= 63 for label in labels):
+        raise ValueError(f"DNS name {name!r}: every label is 1..63 characters")
+    wire = b"".join(bytes([len(label)]) + label.encode() for label in labels) + b"\0"
+    if len(wire) > size:
+        raise ValueError(f"DNS name {name!r} takes {len(wire)} bytes on the wire; {qname} "
+                         f"holds {size} (longer names go to the default action)")
+    return int.from_bytes(wire.ljust(size, b"\0"), "big")
+
+
+def dns_name_text(value: int, size: int) -> str:
+    """The name a name field's value holds (for display; '?' marks what is no name)."""
+    wire, labels, pos = value.to_bytes(size, "big"), [], 0
+    while pos < size and wire[pos]:
+        n = wire[pos]
+        labels.append(wire[pos + 1:pos + 1 + n].decode("ascii", "replace"))
+        pos += 1 + n
+    return ".".join(labels) + ("" if pos < size else "?") if labels else "."
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,6 +240,11 @@ class Spec:
     # `query_timestamp(h.f, unit)`: (field, unit), or None; `query_banks(N)`.
     timestamp: tuple[str, str] | None = None
     banks: int = DEFAULT_BANKS
+    # `@action(...)`: the library actions (compiler.actions.Signature) rules may name, by
+    # name; `@default_action("...")`: (ports, verdict or None) of a message no rule gives
+    # anything, or None: such a message goes by IPv4 routing (docs/actions.md).
+    actions: dict = field(default_factory=dict)
+    default: tuple | None = None
 
     @property
     def message_headers(self) -> list[Header]:
@@ -274,6 +324,24 @@ def _describe(terminal: str) -> str:
                                                                                      terminal)
 
 
+# The tokens of a default action list (compiler.rule_syntax's, for the part after ':').
+_ACTION_LEXER = re.compile(r"""
+    (?P<SPACE>[ \t]+)
+  | (?P<IPV4>[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?:/[0-9]+)?)
+  | (?P<HEX>0[xX][0-9a-fA-F]+(?:/[0-9]+)?)
+  | (?P<INT>[0-9]+(?:/[0-9]+)?)
+  | (?P<NAME>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<PUNCT>[(),])
+""", re.VERBOSE)
+
+
+class _Tok(NamedTuple):
+    type: str
+    value: str
+    line: int
+    column: int
+
+
 class _SpecBuilder:
     def __init__(self, name: str, source: str | None):
         self.name = name
@@ -282,6 +350,7 @@ class _SpecBuilder:
         self.annotations: list[tuple[str, list, lark.Tree]] = []
         self.header_nodes: dict[str, lark.Token] = {}
         self.fields: dict[str, Field] = {}
+        self.action_nodes: list = []
 
     def error(self, message: str, node) -> SpecError:
         meta = getattr(node, "meta", None)
@@ -301,6 +370,7 @@ class _SpecBuilder:
         kinds: dict[str, tuple[str, lark.Tree]] = {}
         ascii_fields: set[str] = set()
         states: list[tuple[str, list, lark.Tree]] = []
+        defaults: list[tuple[list, lark.Tree]] = []
         for ann, args, node in self.annotations:
             if ann in KINDS:
                 f = self._field_arg(ann, args, node, count=1)
@@ -333,21 +403,28 @@ class _SpecBuilder:
                 spec.message_types = tuple(sorted(set(values)))
             elif ann in STATE_KINDS or ann in ("query_timestamp", "query_banks"):
                 states.append((ann, args, node))  # once framing and ascii fields are known
+            elif ann == "action":
+                self._actions(spec, args, node)
+            elif ann == "default_action":
+                defaults.append((args, node))  # once every action is declared
             else:
                 known = sorted([*KINDS, *STATE_KINDS, 'ascii', 'udp_port', 'framing',
-                                'message_type', 'query_timestamp', 'query_banks'])
+                                'message_type', 'query_timestamp', 'query_banks', 'action',
+                                'default_action'])
                 raise self.error(f"unknown annotation '{ann}' (known: {', '.join(known)})", node)
         for h in spec.headers:
             if h.bits % 8:
                 raise self.error(f"header '{h.name}' is {h.bits} bits, not a whole number of "
                                  f"bytes", self.header_nodes[h.name])
+        dns_name = self._dns_layout(spec) if spec.framing == "dns" else None
         for qname, (kind, node) in kinds.items():
             if spec.packet_header and qname.startswith(spec.packet_header.name + "."):
                 raise self.error(f"'{qname}' is in the framing header; only message fields can "
                                  f"be query fields", node)
             f = self.fields[qname]
             spec.query_fields[qname] = QueryField(qname, f.width, spec.message_offset(qname),
-                                                  kind, qname in ascii_fields)
+                                                  kind, qname in ascii_fields,
+                                                  qname == dns_name)
         if spec.message_type_field and spec.packet_header and \
                 spec.message_type_field.startswith(spec.packet_header.name + "."):
             raise SpecError("message_type must name a message field, not a framing field",
@@ -372,7 +449,138 @@ class _SpecBuilder:
                 raise self.error(f"state {what} '{var.name.removeprefix('avg(').rstrip(')')}' "
                                  f"is declared twice", node)
             spec.state_vars[var.name] = var
+        if spec.state_vars and (spec.actions or defaults):
+            node = (defaults[0][1] if defaults else self.action_nodes[0])
+            raise self.error("a spec that declares state cannot declare actions yet "
+                             "(docs/actions.md, \"Actions and state\")", node)
+        if len(defaults) > 1:
+            raise self.error("default_action is declared twice", defaults[1][1])
+        for args, node in defaults:
+            spec.default = self._default(spec, args, node)
         return spec
+
+    def _actions(self, spec: Spec, args: list, node) -> None:
+        """`@action(name, ...)`: library actions the application's rules may name."""
+        if not args or any(a.data != "name_arg" for a in args):
+            raise self.error("action takes the names of actions: action(answerDNS)", node)
+        self.action_nodes.append(node)
+        for a in args:
+            tok = a.children[0]
+            sig = LIBRARY.get(str(tok))
+            if sig is None:
+                raise self.error(f"unknown action '{tok}' (the library has: "
+                                 f"{', '.join(sorted(LIBRARY))}; docs/actions.md says how to "
+                                 f"add one)", tok)
+            if sig.name in spec.actions:
+                raise self.error(f"action '{tok}' is declared twice", tok)
+            spec.actions[sig.name] = sig
+
+    def _default(self, spec: Spec, args: list, node) -> tuple:
+        """`@default_action("fwd(1)")`: (ports, verdict or None), the action list read and
+        typed as a rule's (compiler.rule_syntax's grammar for actions, without update
+        actions and priority; errors point into the string)."""
+        if len(args) != 1 or args[0].data != "string_arg":
+            raise self.error('default_action takes an action list in quotes: '
+                             'default_action("fwd(1)")', node)
+        tok = args[0].children[0]
+        tokens = self._action_tokens(str(tok)[1:-1], tok.line, tok.column + 1)
+        if not tokens:
+            raise self.error("default_action: an empty action list", tok)
+        end = (None, "", tokens[-1][2], tokens[-1][3] + len(tokens[-1][1]))
+        pos = 0
+
+        def peek():
+            return tokens[pos] if pos < len(tokens) else end
+
+        def fail(expected):
+            t = peek()
+            got = "the end of the list" if t[0] is None else repr(t[1])
+            raise SpecError(f"unexpected {got}; expected {expected}", t[2], t[3], self.source)
+
+        def take(kind=None, value=None, expected=""):
+            nonlocal pos
+            t = peek()
+            if (kind and t[0] != kind) or (value and t[1] != value):
+                fail(expected or repr(value))
+            pos += 1
+            return t
+
+        def arguments():
+            out = [take()]  # `(`
+            while peek()[1] != ")":
+                if len(out) > 1:
+                    take("PUNCT", ",", "',' or ')'")
+                t = peek()
+                if t[0] not in ("INT", "HEX", "IPV4"):
+                    fail("a number or an IPv4 address")
+                out.append(take())
+            take("PUNCT", ")")
+            return [t for t in out[1:] if t[1] != ","]
+
+        ports, verdict, said = None, None, None
+        while True:
+            name = take("NAME", expected="an action: fwd(port, ...), drop or a declared one")
+            word = name[1]
+            if word == "fwd":
+                if ports is not None:
+                    raise SpecError("fwd(...) is given twice", name[2], name[3], self.source)
+                if peek()[1] != "(":
+                    fail("'('")
+                ports = [self._port(t) for t in arguments()]
+                if not ports:
+                    raise SpecError("fwd() names no port", name[2], name[3], self.source)
+            elif word in ("priority", "count", "meter", "avg"):
+                raise SpecError(f"a default action takes no {word}(...): it is taken only when "
+                                f"no rule gives anything", name[2], name[3], self.source)
+            else:
+                sig = spec.actions.get(word)
+                if sig is None:
+                    known = ", ".join(sorted(spec.actions)) or "none"
+                    raise SpecError(f"unknown action '{word}' (fwd, and the actions this spec "
+                                    f"declares: {known})", name[2], name[3], self.source)
+                if verdict is not None:
+                    raise SpecError(f"one action besides fwd; '{verdict.name}' is given "
+                                    f"already", name[2], name[3], self.source)
+                vals = arguments() if peek()[1] == "(" else []
+                if len(vals) != len(sig.params):
+                    raise SpecError(f"{word} takes {len(sig.params)} argument(s): "
+                                    f"{sig.usage()}", name[2], name[3], self.source)
+                said = name
+                verdict = Verdict(word, tuple(
+                    argument(t, _Tok(*v), self._token_error)
+                    for (_, t), v in zip(sig.params, vals)))
+            if peek()[0] is None:
+                break
+            take("PUNCT", ",", "',' and another action, or the end of the list")
+        if verdict is not None and verdict.name == DROP and ports:
+            raise SpecError("drop discards the packet: it names no fwd(...)", said[2], said[3],
+                            self.source)
+        return frozenset(ports or ()), verdict
+
+    def _token_error(self, message: str, tok) -> SpecError:
+        return SpecError(message, tok.line, tok.column, self.source)
+
+    def _port(self, t) -> int:
+        if t[0] not in ("INT", "HEX") or "/" in t[1]:
+            raise SpecError(f"expected a port number, not {t[1]!r}", t[2], t[3], self.source)
+        value = int(t[1], 16 if t[0] == "HEX" else 10) if len(t[1]) < 8 else MAX_PORT + 1
+        if not 1 <= value <= MAX_PORT:
+            raise SpecError(f"port {t[1]} is out of range (1..{MAX_PORT})", t[2], t[3],
+                            self.source)
+        return value
+
+    def _action_tokens(self, text: str, line: int, column: int) -> list[tuple]:
+        """(type, text, line, column) of each token of an action list."""
+        out, pos = [], 0
+        while pos < len(text):
+            m = _ACTION_LEXER.match(text, pos)
+            if m is None:
+                raise SpecError(f"unexpected character {text[pos]!r}", line, column + pos,
+                                self.source)
+            if m.lastgroup != "SPACE":
+                out.append((m.lastgroup, m.group(), line, column + pos))
+            pos = m.end()
+        return out
 
     def _state(self, spec: Spec, ann: str, args: list, node, ascii_fields: set[str]) -> StateVar:
         """One state declaration, checked (docs/stateful.md, "Declaring state")."""
@@ -519,12 +727,33 @@ class _SpecBuilder:
             raise self.error(f"{ann} takes {count} number{'s' if count > 1 else ''}", node)
         return [int(str(a.children[0]).replace("_", ""), 0) for a in args]
 
+    def _dns_layout(self, spec: Spec) -> str:
+        """framing(dns): the message headers are the DNS header (96 bits) and the question,
+        a name of whole bytes (at most 64 bits) then 16-bit type and class; the name's
+        header.field, whose constants are then DNS names."""
+        hs = spec.message_headers
+        node = self.framing_node
+        if len(hs) != 2 or hs[0].bits != 96:
+            raise self.error("framing(dns): the spec declares two headers, the 96-bit DNS "
+                             "header then the question", node)
+        q = hs[1].fields
+        if len(q) != 3 or q[0].width % 8 or q[0].width > MAX_QUERY_WIDTH or \
+                [f.width for f in q[1:]] != [16, 16]:
+            raise self.error(f"framing(dns): the question header '{hs[1].name}' is a name of "
+                             f"1..{MAX_QUERY_WIDTH // 8} whole bytes, then a 16-bit type and a "
+                             f"16-bit class", node)
+        return q[0].qname
+
     def _framing(self, spec: Spec, args: list, node) -> None:
         names = [str(a.children[0]) for a in args if a.data == "name_arg"]
         if len(names) != len(args) or not names:
-            raise self.error("framing takes 'single' or 'moldudp64, <header>'", node)
+            raise self.error("framing takes 'single', 'dns' or 'moldudp64, <header>'", node)
         if names[0] == "single" and len(names) == 1:
             spec.framing, spec.packet_header = "single", None
+            return
+        if names[0] == "dns" and len(names) == 1:
+            spec.framing, spec.packet_header = "dns", None
+            self.framing_node = node
             return
         if names[0] == "moldudp64" and len(names) == 2:
             header = self.headers.get(names[1])
@@ -537,4 +766,4 @@ class _SpecBuilder:
             spec.framing = "moldudp64"
             spec.packet_header = [h for h in spec.headers if h.name == header.name][0]
             return
-        raise self.error("framing takes 'single' or 'moldudp64, <header>'", node)
+        raise self.error("framing takes 'single', 'dns' or 'moldudp64, <header>'", node)

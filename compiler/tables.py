@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
+from compiler.actions import DROP, LIBRARY, rank
+from compiler.ast import Verdict
 from compiler.diagram import Diagram
 from pipeline.match_kinds import MATCH_KINDS
 from pipeline.model import MAX_GROUP_ID, MAX_STATE_WIDTH, Stage
@@ -98,15 +100,19 @@ def bitmap(ports: frozenset[int]) -> int:
 def emit(d: Diagram, stages: list[Stage], leaf_table: str,
          reachable: list[int] | None = None, group: int = 1,
          state_width: int | None = None, ctx_of: dict[int, int] | None = None,
-         real_ports=None) -> tuple[list[dict], list[dict]]:
+         real_ports=None, verdicts: dict | None = None) -> tuple[list[dict], list[dict]]:
     """(table entries, multicast groups) in the entries.json form.
 
     The one group (id `group`) reaches every port a decision names, each as the replica
     `{"port": p, "rid": 0}`; there is none when no rule names a port. `state_width` is the
     state ids' width (default: `state_bits` of the reachable states). With state
     (`compiler.stateful`): `ctx_of` maps each leaf that decides `stateful(ctx)` to its
-    context id, and `real_ports(leaf ports)` gives the ports a leaf may send to.
+    context id, and `real_ports(leaf ports)` gives the ports a leaf may send to. With
+    actions beyond fwd (docs/actions.md), `verdicts` maps the pseudo-port standing for each
+    verdict in the leaves to the verdict (`decision` says what a leaf then decides).
     """
+    if verdicts:
+        real_ports = lambda ports: frozenset(p for p in ports if p not in verdicts)  # noqa: E731
     reachable = d.reachable() if reachable is None else reachable
     port_texts: dict[frozenset, tuple[list[int], str]] = {}
     ids = state_ids(d, reachable, port_texts, state_width)
@@ -117,7 +123,7 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
     bitmaps: dict[frozenset, int] = {}
 
     def action(t: int) -> tuple[str, dict]:
-        return decision(t, ids, leaves, bitmaps, ctx_of)
+        return decision(t, ids, leaves, bitmaps, ctx_of, verdicts)
 
     # States in id order (the start state, 0, first): the document depends on the rule set,
     # never on the order rules were given or states found (an incremental compile, which
@@ -140,22 +146,38 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
 
 
 def decision(t, ids: dict, leaves: dict, bitmaps: dict,
-             ctx_of: dict | None = None) -> tuple[str, dict]:
+             ctx_of: dict | None = None, verdicts: dict | None = None) -> tuple[str, dict]:
     """The action of an entry that leads to state `t`. An entry that leads to a leaf decides
     the message right there: the leaf's action is folded into it, so leaves need no entries
     of their own (about half of all entries). `bitmaps` caches `bitmap(ports)` per port set.
-    A leaf in `ctx_of` (one that needs state) decides `stateful(ctx)`."""
+    A leaf in `ctx_of` (one that needs state) decides `stateful(ctx)`. A leaf holding
+    pseudo-ports of `verdicts` decides the verdict ranked first (`compiler.actions.rank`):
+    `drop`, or the action with the leaf's real ports as a bitmap and its arguments."""
     ports = leaves.get(t)
     if ports is None:
         return "set_state", {"state": ids[t]}
     if ctx_of and t in ctx_of:
         return "stateful", {"ctx": ctx_of[t]}
+    if verdicts:
+        taken = [verdicts[p] for p in ports if p in verdicts]
+        if taken:
+            return verdict_action(min(taken, key=rank),
+                                  frozenset(p for p in ports if p not in verdicts))
     if len(ports) == 1:
         return "fwd", {"port": next(iter(ports))}
     bits = bitmaps.get(ports)
     if bits is None:
         bits = bitmaps[ports] = bitmap(ports)
     return "mcast", {"ports": bits}
+
+
+def verdict_action(v: Verdict, ports: frozenset[int]) -> tuple[str, dict]:
+    """The action deciding verdict `v` with copies to `ports` (drop ignores them)."""
+    if v.name == DROP:
+        return DROP, {}
+    params = {"ports": bitmap(ports)}
+    params.update(zip((n for n, _ in LIBRARY[v.name].params), v.args))
+    return v.name, params
 
 
 def state_entries(stage: Stage, sid: int, intervals: list[tuple[int, int, object]], dead,

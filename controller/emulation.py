@@ -8,7 +8,7 @@ the difference to what it holds: everything, the first time). The process is bmv
 `p4c-bm2-ss`; the controller also writes each switch's fabric control plane,
 `controller.fabric_p4`) when asked for (`switch="bmv2"`, or `"auto"` where both tools are on PATH), each in
 its switch's own namespace (its Thrift server binds every address) with P4Runtime on a Unix
-socket, and otherwise `camus switch serve --fabric UP_PORTS` in the root namespace (camus's
+socket and its interfaces' offloads off (`controller.host_io.no_offloads`), and otherwise `camus switch serve --fabric UP_PORTS` in the root namespace (camus's
 software switch, which takes the fabric's egress decisions itself). Hosts are Mininet hosts, each in its own network namespace with one interface, so a
 publisher and subscribers are ordinary programs on hosts (`controller.host_io` sends and
 captures frames there).
@@ -87,8 +87,8 @@ class Emulation:
 
     def __init__(self, net_dir: str | Path, impl: str = "native", switch: str = "camus"):
         """`switch`: "camus" (the software switch, the default), "bmv2", or "auto": bmv2 where
-        available. Not bmv2 by default: on bmv2 the hosts get ITCH copies many times over
-        (docs/routing.md), so the verified switch is the one used unless bmv2 is asked for."""
+        available. Not bmv2 by default: camus's switch needs no p4c and forwards several
+        times faster (docs/routing.md); both deliver what `camus net run` computes."""
         if switch not in ("auto", "bmv2", "camus"):
             raise ValueError(f"switch must be auto, bmv2 or camus, not {switch!r}")
         if switch == "bmv2" and bmv2_missing():
@@ -221,8 +221,16 @@ class Emulation:
         sock = self.work / f"{s}.sock"
         cmd = ["simple_switch_grpc", "--device-id", "1", "--no-p4"]
         node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
-        for port in self.topo.ports[s]:
-            cmd += ["-i", f"{port}@{node.name}-eth{port}"]
+        ifaces = [f"{node.name}-eth{port}" for port in self.topo.ports[s]]
+        # Before bmv2 opens them: with offloads on, libpcap's ring holds ~32 frames a port
+        # and a burst beyond that is lost (controller.host_io.no_offloads).
+        quiet = node.popen([sys.executable, "-m", "controller.host_io", "no-offload", *ifaces],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out = quiet.communicate(timeout=60)[0]
+        if quiet.returncode != 0:
+            raise EmulationError(f"switch {s}: offloads not turned off: {out.strip()}")
+        for port, iface in zip(self.topo.ports[s], ifaces):
+            cmd += ["-i", f"{port}@{iface}"]
         cmd += ["--", "--grpc-server-addr", f"unix:{sock}"]
         log = open(self.work / f"{s}.log", "w")
         self.procs[s] = node.popen(cmd, stdout=log, stderr=subprocess.STDOUT)

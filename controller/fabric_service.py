@@ -11,7 +11,7 @@ broker's own socket. A frame counts as the host's only if it comes from the addr
 host's broker attached with; anything else is dropped and counted.
 
 With an emulation (`camus net serve --mininet`, `controller.emulation.Emulation`), the
-switches are `camus switch serve --fabric` processes (bmv2 where available) in Mininet
+switches are `camus switch serve --fabric` processes (bmv2 with `--switch bmv2|auto`) in Mininet
 and the hosts network namespaces instead: brokers run on the hosts, send and receive frames on their interfaces
 (`io=iface:NAME` in their target spec), and every change is pushed over P4Runtime to the
 switches it recompiled (`controller.push`: the device's difference to the new entries).

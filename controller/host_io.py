@@ -6,11 +6,17 @@ out of IFACE as it is (an AF_PACKET socket: byte for byte, no IP stack in the wa
 IFACE receives (not the ones this host sends) that is IPv4/UDP to port N, until SIGTERM.
 `camus net up` runs them in Mininet hosts; anything else a host's kernel says on the wire
 (IPv6 neighbour discovery, say) is not what the test compares and is left out.
+
+`python -m controller.host_io no-offload IFACE...` turns off segmentation and receive
+offloads (TSO, GSO, GRO, LRO) on interfaces, which `camus net up` does to a bmv2 switch's
+interfaces before bmv2 opens them (`no_offloads`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import fcntl
 import signal
 import socket
 import struct
@@ -64,6 +70,42 @@ def capture(iface: str, path: str, port: int) -> int:
     return 0
 
 
+SIOCETHTOOL = 0x8946
+# linux/ethtool.h: (get, set) commands of the offloads libpcap looks at, and LRO's flag
+ETHTOOL_OFFLOADS = {"tso": (0x1E, 0x1F), "gso": (0x23, 0x24), "gro": (0x2B, 0x2C)}
+ETHTOOL_GFLAGS, ETHTOOL_SFLAGS, ETH_FLAG_LRO = 0x25, 0x26, 1 << 15
+
+
+def _ethtool(sock: socket.socket, iface: str, cmd: int, value: int = 0) -> int:
+    """One SIOCETHTOOL call on a struct ethtool_value {cmd, data}; returns data. The ifreq
+    points at the struct, so it lives in a ctypes buffer the kernel writes back to."""
+    data = ctypes.create_string_buffer(struct.pack("=II", cmd, value), 8)
+    ifreq = struct.pack("16sP", iface.encode(), ctypes.addressof(data)).ljust(40, b"\0")
+    fcntl.ioctl(sock, SIOCETHTOOL, ifreq)
+    return struct.unpack_from("=I", data.raw, 4)[0]
+
+
+def no_offloads(iface: str) -> None:
+    """Segmentation and receive offloads off on `iface` (a veth has TSO, GSO and GRO on).
+
+    Why: bmv2 reads its ports with libpcap in immediate mode, whose TPACKET_V2 ring has
+    slots of the largest frame the interface may hand over: 64 KiB when any of these
+    offloads is on (aggregated frames), MTU + 18 bytes when none is. In its 2 MB buffer
+    that is about 32 frames, against about 1,300 at a 1,500-byte MTU (230 at 9,000), and a
+    burst beyond the ring is lost before bmv2 sees it (libpcap 1.10, pcap-linux.c
+    `create_ring`)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for get, set_ in ETHTOOL_OFFLOADS.values():
+            if _ethtool(sock, iface, get):
+                _ethtool(sock, iface, set_, 0)
+        flags = _ethtool(sock, iface, ETHTOOL_GFLAGS)
+        if flags & ETH_FLAG_LRO:
+            _ethtool(sock, iface, ETHTOOL_SFLAGS, flags & ~ETH_FLAG_LRO)
+        left = [n for n, (get, _) in ETHTOOL_OFFLOADS.items() if _ethtool(sock, iface, get)]
+        if left or _ethtool(sock, iface, ETHTOOL_GFLAGS) & ETH_FLAG_LRO:
+            raise OSError(f"offloads still on: {left or ['lro']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m controller.host_io")
     sub = ap.add_subparsers(dest="what", required=True)
@@ -75,7 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("iface")
     c.add_argument("pcap")
     c.add_argument("--udp-port", type=int, default=1234)
+    o = sub.add_parser("no-offload")
+    o.add_argument("ifaces", nargs="+")
     args = ap.parse_args(argv)
+    if args.what == "no-offload":
+        for iface in args.ifaces:
+            try:
+                no_offloads(iface)
+            except OSError as exc:
+                print(f"host_io no-offload: {iface}: {exc.strerror or exc}", file=sys.stderr)
+                return 1
+        return 0
     if args.what == "send":
         return send(args.iface, args.pcap, args.gap)
     return capture(args.iface, args.pcap, args.udp_port)

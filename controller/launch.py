@@ -310,6 +310,18 @@ class Bmv2Process(_NamespacedDevice):
             raise TargetUnavailable(f"{why} (neither is in a package registry; install p4c and bmv2)")
         super().__init__()
 
+    def start(self) -> None:
+        # Offloads off on bmv2's ends before it opens them: with TSO/GSO on (a veth's
+        # default), libpcap sizes its ring for 64 KiB frames and holds about 32, and a burst
+        # beyond that is lost at bmv2's input (controller.host_io.no_offloads). Done on every
+        # start: cheap, and a restart after a crash gets the same ring.
+        done = subprocess.run([*self.ns.exec(), sys.executable, "-m", "controller.host_io", "no-offload",
+                               *(self.ns.inner(n) for n in range(self.ports))],
+                              capture_output=True, text=True, env=_python_env(), cwd=REPO)
+        if done.returncode != 0:
+            raise TargetUnavailable(f"offloads not turned off on bmv2's ports: {done.stderr.strip()[-600:]}")
+        super().start()
+
     def config(self, pipeline):
         """The device config for `pipeline` (a `pipeline.model.Pipeline`): its P4 program
         compiled by p4c."""

@@ -90,11 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     u.add_argument("--settle", type=_seconds, default=2.0, metavar="S",
                    help="seconds to wait after the last frame is sent (default 2)")
     u.add_argument("--impl", choices=("native", "python"), default="native")
-    u.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="camus",
-                   help="each switch's process: camus (default: camus switch serve --fabric), "
-                        "bmv2 (simple_switch_grpc running the fabric program, compiled by "
-                        "p4c-bm2-ss; repeats ITCH copies, docs/routing.md), or auto: bmv2 where "
-                        "both tools are on PATH")
+    _switch_option(u)
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop what `camus net up --net DIR` started")
     _net_option(d)
@@ -122,10 +118,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sv.add_argument("--state", metavar="DIR", help="keep the topic numbers in DIR/topics.json")
     sv.add_argument("--impl", choices=("native", "python"), default="native")
     sv.add_argument("--mininet", action="store_true",
-                    help="the network in Mininet (root): switches as camus switch serve "
-                         "processes programmed over P4Runtime, brokers on the hosts "
+                    help="the network in Mininet (root): switches as processes (--switch) "
+                         "programmed over P4Runtime, brokers on the hosts "
                          "(their target: fabric:///SOCKET?host=H&io=iface:IFACE)")
+    _switch_option(sv, " (with --mininet)")
     sv.set_defaults(func=cmd_serve)
+
+
+def _switch_option(p: argparse.ArgumentParser, when: str = "") -> None:
+    p.add_argument("--switch", choices=("auto", "bmv2", "camus"), default="camus",
+                   help=f"each switch's process{when}: camus (default: camus switch serve "
+                        "--fabric), bmv2 (simple_switch_grpc running the fabric program, "
+                        "compiled by p4c-bm2-ss), or auto: bmv2 where both tools are on PATH, "
+                        "else camus")
 
 
 def _net_option(p: argparse.ArgumentParser) -> None:
@@ -381,6 +386,9 @@ def cmd_serve(args) -> int:
     from controller.emulation import Emulation, EmulationError
 
     why = _address_problem(args.listen, args.bind)
+    if args.switch != "camus" and not args.mininet:
+        # without Mininet the network runs in this process, on camus's switch only
+        why = f"--switch {args.switch} needs --mininet"
     if why:
         print(f"camus net serve: error: {why}", file=sys.stderr)
         return 2
@@ -399,7 +407,7 @@ def cmd_serve(args) -> int:
         net = Network(load_spec(KAFKA_SPEC), topo, [], args.policy, args.alpha, args.tree)
         if work is not None:
             net.write(work / "net")
-            emulation = Emulation(work / "net", args.impl)
+            emulation = Emulation(work / "net", args.impl, args.switch)
             emulation.start()
         service = FabricService(net, address, args.bind, Path(args.state) if args.state else None,
                                 args.impl, emulation, work / "net" if work else None).start()

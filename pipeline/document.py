@@ -14,6 +14,10 @@ from typing import Any
 
 from pipeline.match_kinds import MATCH_KINDS
 from pipeline.model import (
+    ACTIONS_IR_VERSION,
+    Action,
+    Call,
+    Param,
     FRAMINGS,
     IR_VERSION,
     IR_VERSIONS,
@@ -76,6 +80,13 @@ def application_json(app: Application) -> dict:
                         for lane in app.lanes]
     if app.state is not None:  # IR 4: only written when the spec declares state
         doc["state"] = state_json(app.state)
+    if app.actions:  # IR 5: only written when the spec declares actions
+        doc["actions"] = [{"name": a.name, "params": [{"name": p.name, "width": p.width}
+                                                      for p in a.params]}
+                          for a in app.actions]
+    if app.default_action is not None:
+        doc["default_action"] = {"action": app.default_action.action,
+                                 "params": dict(app.default_action.params)}
     return doc
 
 
@@ -190,10 +201,24 @@ def _application(app: Any, index: int) -> Application:
     state = None
     if app.get("state") is not None:
         state = _state(app["state"], declared, message_bytes, f"{where}.state")
+    actions = []
+    for i, a in enumerate(_need(app, "actions", list, where) if "actions" in app else []):
+        awhere = f"{where}.actions[{i}]"
+        params = tuple(Param(_need(p, "name", str, f"{awhere}.params"),
+                             _need(p, "width", int, f"{awhere}.params"))
+                       for p in _need(a, "params", list, awhere))
+        actions.append(Action(_need(a, "name", str, awhere), params))
+    default = None
+    if app.get("default_action") is not None:
+        d = _need(app, "default_action", dict, where)
+        dwhere = f"{where}.default_action"
+        params = _need(d, "params", dict, dwhere) if "params" in d else {}
+        default = Call(_need(d, "action", str, dwhere),
+                       tuple((k, _need(params, k, int, dwhere)) for k in params))
     return Application(name, udp_port, framing, packet_header,
                        Message(headers, message_bytes, type_field, types), fields, stages,
                        _need(app, "leaf_table", str, where), _need(app, "multicast_group", int, where),
-                       tuple(lanes), state)
+                       tuple(lanes), state, tuple(actions), default)
 
 
 def _state(doc: Any, declared: dict[str, Field], message_bytes: int, where: str) -> State:
@@ -263,7 +288,8 @@ def from_json(doc: Any) -> Pipeline:
     version = doc.get("camus_ir")
     if version not in IR_VERSIONS:
         raise PipelineError(f"camus_ir {version!r} is not supported (this camus reads "
-                            f"{IR_VERSION}, or {STATE_IR_VERSION} with state; recompile the "
+                            f"{IR_VERSION}, {STATE_IR_VERSION} with state, {ACTIONS_IR_VERSION} "
+                            f"with actions beyond fwd; recompile the "
                             f"rules with this camus to get a pipeline.json it reads)")
     state_width = _need(doc, "state_width", int, "pipeline")
     if not 1 <= state_width <= MAX_STATE_WIDTH:
@@ -274,5 +300,7 @@ def from_json(doc: Any) -> Pipeline:
                     _need(doc, "ports_width", int, "pipeline"))
     if p.version != version:
         raise PipelineError(f"camus_ir {version} does not match the document: a pipeline with "
-                            f"state is version {STATE_IR_VERSION}, one without {IR_VERSION}")
+                            f"actions beyond fwd or DNS framing is version "
+                            f"{ACTIONS_IR_VERSION}, one with state {STATE_IR_VERSION}, other "
+                            f"ones {IR_VERSION}")
     return p

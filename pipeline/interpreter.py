@@ -122,7 +122,29 @@ class Tables:
         action, param = decision
         if action == "fwd":
             return ((param, 0),)
+        if action == "drop":
+            return ()
+        if isinstance(param, tuple):  # a declared action (IR 5): its first parameter is `ports`
+            param = param[0]
         return tuple(r for r in self.groups.get(app.multicast_group, ()) if param >> r[0] & 1)
+
+    # ---- actions beyond fwd (IR 5; docs/actions.md) -----------------------------------
+
+    def decision(self, app: Application, value: Callable[[Field], int]) -> Result | None:
+        """What a message of an application with one lane gets: the walk's decision, or
+        the application's default action when the walk decides nothing (None: neither)."""
+        hit = self.walk(app.stages, app.leaf_table, value)
+        if hit is None and app.default_action is not None:
+            return default_result(app)
+        return hit
+
+    def outcome(self, app: Application, values: dict[str, int]
+                ) -> tuple[frozenset[int], tuple[str, tuple[int, ...]] | None]:
+        """(ports, verdict) of a message with these field values: the ports its copies go
+        to, and the verdict taken, as (action, arguments) (None: no verdict). What
+        `compiler.semantics.outcome` says, read off the tables."""
+        d = self.decision(app, lambda f: values.get(f.name, 0))
+        return frozenset(p for p, _ in self.replicas(app, d)), verdict_of(d)
 
     def replicas_of(self, app: Application,
                     decisions: list[Result]) -> tuple[tuple[int, int], ...]:
@@ -208,6 +230,23 @@ class Tables:
                 ok = cs > t * cn if strict_j else cs >= t * cn
             region += ok
         return region, (cells, idx, pack_cell(var, w, n2, s2), scoped)
+
+
+def default_result(app: Application) -> Result:
+    """An application's default action as a table hit."""
+    values = tuple(v for _, v in app.default_action.params)
+    return app.default_action.action, values[0] if len(values) == 1 else \
+        values if values else 0
+
+
+def verdict_of(decision: Result | None) -> tuple[str, tuple[int, ...]] | None:
+    """The verdict a decision takes: (drop, ()), (action, arguments), or None (fwd, mcast)."""
+    if decision is None or decision[0] in ("fwd", "mcast", "set_state"):
+        return None
+    if decision[0] == "drop":
+        return "drop", ()
+    params = decision[1]
+    return decision[0], tuple(params[1:]) if isinstance(params, tuple) else ()
 
 
 def pack_cell(var: StateVar, tag: int, n: int, s: int) -> int:

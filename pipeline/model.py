@@ -30,8 +30,14 @@ from dataclasses import dataclass
 
 IR_VERSION = 3  # a pipeline without state
 STATE_IR_VERSION = 4  # a pipeline with an application that has state (IR 3 plus "state")
-IR_VERSIONS = (IR_VERSION, STATE_IR_VERSION)
-FRAMINGS = ("single", "moldudp64")
+# a pipeline with an application that declares actions or a default action, or whose
+# messages are DNS queries (IR 3 plus "actions", "default_action", framing "dns")
+ACTIONS_IR_VERSION = 5
+IR_VERSIONS = (IR_VERSION, STATE_IR_VERSION, ACTIONS_IR_VERSION)
+FRAMINGS = ("single", "moldudp64", "dns")
+# framing "dns": the message is the DNS header (12 bytes) then the question, whose first
+# field holds the query name's wire form zero-padded to its width, then type and class.
+DNS_HEADER_BITS = 96
 MOLDUDP64_HEADER_BYTES = 20
 MAX_FIELD_WIDTH = 64
 MAX_STATE_WIDTH = 56  # the native tables pack an action and its parameter into 64 bits
@@ -132,6 +138,18 @@ def actions(state_width: int, ports_width: int, banks: int = 0) -> dict[str, Act
             Action("decide", (Param("ports", ports_width), Param("update", banks))),
         ]
     return {a.name: a for a in out}
+
+
+# The actions of the pipeline's own machinery: no application may declare one of these names.
+MACHINE_ACTIONS = ("set_state", "fwd", "mcast", "set_udp_port", "stateful", "bind", "decide")
+
+
+@dataclass(frozen=True)
+class Call:
+    """An action with its parameters' values: an application's default action."""
+
+    action: str
+    params: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -278,6 +296,17 @@ class Application:
     # IR 4: the declared state (None: the spec declares none). An application with state
     # has one lane.
     state: State | None = None
+    # IR 5 (docs/actions.md): the actions its tables may decide besides set_state, fwd and
+    # mcast (`drop`, and library actions whose first parameter, `ports`, the pipeline adds:
+    # these are the others), and what a message no entry decides gets (None: nothing, so
+    # the frame goes by IPv4 routing).
+    actions: tuple[Action, ...] = ()
+    default_action: Call | None = None
+
+    @property
+    def uses_actions(self) -> bool:
+        """Whether the application needs IR 5."""
+        return bool(self.actions) or self.default_action is not None or self.framing == "dns"
 
     @property
     def all_lanes(self) -> tuple[Lane, ...]:
@@ -337,6 +366,10 @@ def tables(state_width: int, applications: tuple[Application, ...], ipv4_table: 
     out = []
     for app in applications:
         acts = STATEFUL_ROLE_ACTIONS if app.state else ROLE_ACTIONS
+        if app.actions:
+            own = tuple(a.name for a in app.actions)
+            acts = {role: a + own if role in (STAGE, DEFAULT, LEAF) else a
+                    for role, a in acts.items()}
         for lane in app.all_lanes:
             for st in lane.stages:
                 out.append(Table(st.table, STAGE, (state, Key(st.field.name, st.field.width, st.match_kind)),
@@ -400,12 +433,35 @@ class Pipeline:
                         raise PipelineError(f"register name {r!r} is used twice")
                     registers.add(r)
         banks = max((a.state.banks for a in applications if a.state), default=0)
-        return cls(state_width, applications, ipv4_table, egress_table, index,
-                   actions(state_width, ports_width, banks), ports_width)
+        acts = actions(state_width, ports_width, banks)
+        declared: dict[str, Action] = {}
+        for app in applications:
+            for a in app.actions:
+                full = a if a.name == "drop" else \
+                    Action(a.name, (Param("ports", ports_width),) + a.params)
+                _check_action(app, a, declared.get(a.name, full))
+                declared[a.name] = full
+        acts.update(declared)
+        for app in applications:
+            if app.default_action is not None:
+                _check_default(app, app.default_action, acts)
+            if app.state is not None and app.uses_actions:
+                raise PipelineError(f"application {app.name!r}: state and actions beyond fwd "
+                                    f"together are not supported yet (docs/actions.md)")
+            if app.framing == "dns":
+                _check_dns(app)
+            if app.framing == "moldudp64" and any(a.name != "drop" for a in app.actions):
+                raise PipelineError(f"application {app.name!r}: actions other than drop need "
+                                    f"one message per packet (framing single or dns)")
+        return cls(state_width, applications, ipv4_table, egress_table, index, acts,
+                   ports_width)
 
     @property
     def version(self) -> int:
-        """camus_ir: 4 when an application has state, else 3."""
+        """camus_ir: 5 when an application uses actions beyond fwd (or DNS framing), 4
+        when one has state, else 3."""
+        if any(a.uses_actions for a in self.applications):
+            return ACTIONS_IR_VERSION
         return STATE_IR_VERSION if any(a.state for a in self.applications) else IR_VERSION
 
     def state_var_of(self, table: str) -> tuple[Application, int, int] | None:
@@ -435,6 +491,56 @@ class Pipeline:
             if app.udp_port == udp_port:
                 return app
         return None
+
+
+def _check_action(app: Application, a: Action, known: Action) -> None:
+    """PipelineError for a declared action the pipeline cannot hold."""
+    where = f"application {app.name!r} action {a.name!r}"
+    if a.name in MACHINE_ACTIONS:
+        raise PipelineError(f"{where}: the name of one of the pipeline's own actions")
+    if a.name == "drop" and a.params:
+        raise PipelineError(f"{where}: drop takes no parameters")
+    names = [p.name for p in a.params]
+    if "ports" in names or len(set(names)) != len(names):
+        raise PipelineError(f"{where}: parameter names are distinct and not 'ports'")
+    if any(not 1 <= p.width <= 64 for p in a.params):
+        raise PipelineError(f"{where}: parameters are 1..64 bits wide")
+    if a.name != "drop" and known.params[1:] != a.params:
+        raise PipelineError(f"{where}: declared with other parameters by another application")
+
+
+def dns_name_field(app: Application) -> HeaderField:
+    """framing "dns": the question header's first field, which holds the query name."""
+    return app.message.headers[1].fields[0]
+
+
+def _check_dns(app: Application) -> None:
+    """PipelineError for a DNS application whose message is not laid out as framing "dns"
+    says: the 12-byte DNS header, then the question: name (whole bytes), type, class."""
+    hs = app.message.headers
+    where = f"application {app.name!r} (framing dns)"
+    if len(hs) != 2 or hs[0].bits != DNS_HEADER_BITS or hs[0].bit_offset != 0:
+        raise PipelineError(f"{where}: the message is two headers, the 96-bit DNS header and "
+                            f"the question")
+    q = hs[1].fields
+    if len(q) != 3 or q[0].width % 8 or q[0].bit_offset != 0 or \
+            [f.width for f in q[1:]] != [16, 16] or not 8 <= q[0].width <= MAX_FIELD_WIDTH:
+        raise PipelineError(f"{where}: the question is a name of 1..8 whole bytes, then a "
+                            f"16-bit type and a 16-bit class")
+
+
+def _check_default(app: Application, call: Call, acts: dict[str, Action]) -> None:
+    """PipelineError for a default action the application cannot take."""
+    where = f"application {app.name!r} default_action"
+    allowed = ("fwd", "mcast") + tuple(a.name for a in app.actions)
+    if call.action not in allowed:
+        raise PipelineError(f"{where}: {call.action!r} is not one of {allowed}")
+    want = acts[call.action].params
+    if [n for n, _ in call.params] != [p.name for p in want]:
+        raise PipelineError(f"{where}: {call.action} takes {[p.name for p in want]}")
+    for (n, v), p in zip(call.params, want):
+        if type(v) is not int or not 0 <= v < 1 << p.width:
+            raise PipelineError(f"{where}: {n} = {v!r} does not fit {p.width} bits")
 
 
 def _check_state(app: Application) -> None:

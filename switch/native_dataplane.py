@@ -105,6 +105,13 @@ class NativeDataPlane(DataPlane):
                 f"application(s) {', '.join(stateful)} have state (camus_ir 4), which the "
                 f"native switch does not run yet: use the Python reference switch "
                 f"(impl='python', camus switch --impl python)")
+        acting = [a.name for a in self.pipeline.applications if a.uses_actions]
+        if acting:  # IR 5 (docs/actions.md) runs in the Python switch only, for now
+            raise PipelineError(
+                f"application(s) {', '.join(acting)} declare actions beyond fwd, a default "
+                f"action or DNS framing (camus_ir 5), which the native switch does not run "
+                f"yet: use the Python reference switch (impl='python', camus switch --impl "
+                f"python)")
         plan, self._index = plan_for(self.pipeline, self.max_frame)
         self._names = list(self._index)
         self._sw = native.Switch(json.dumps(plan))

@@ -28,8 +28,9 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from pipeline.entries import Entry
-from pipeline.interpreter import Tables
+from pipeline.interpreter import Tables, default_result, verdict_of
 from pipeline.model import Application, Field
+from switch import actions
 from switch.dataplane import DROP_REASONS, DataPlane, Output
 from switch.packet import (
     ETH_HEADER,
@@ -82,6 +83,8 @@ class ReferenceDataPlane(DataPlane):
 
     def __init__(self, pipeline, **options: Any):
         super().__init__(pipeline, **options)
+        for app in self.pipeline.applications:
+            actions.check(app)  # an action this switch cannot run: refused now
         self._tables = _CountingTables(self.pipeline)
         self._started = time.monotonic_ns()
         self.reset_counters()
@@ -135,6 +138,7 @@ class ReferenceDataPlane(DataPlane):
         elif not isinstance(ts_us, int) or ts_us < 0:
             raise ValueError(f"a frame's time is a non-negative number of µs, not {ts_us!r}")
         self._ts_us = ts_us & ((1 << 48) - 1)
+        self._in_port = in_port
         self._rx[in_port] += 1
         try:
             out = self._forward(packet)
@@ -178,7 +182,7 @@ class ReferenceDataPlane(DataPlane):
             app = self.pipeline.application_for_port(dport)
             if app is not None:
                 copies = self._subscription(frame, app, l4, l4 + UDP_HEADER, l4 + ulen)
-                if copies:
+                if copies is not None:
                     return copies
         return self._ipv4(frame)
 
@@ -191,7 +195,7 @@ class ReferenceDataPlane(DataPlane):
 
     def _messages(self, frame: bytes, app: Application, start: int, end: int) -> tuple[list[tuple[int, int]], int]:
         """The (offset, length) of every message block, and the MoldUDP64 sequence number."""
-        if app.framing == "single":
+        if app.framing != "moldudp64":
             return [(start, end - start)], 0
         if end - start < MOLD_HEADER:
             raise _Drop("truncated")
@@ -218,16 +222,42 @@ class ReferenceDataPlane(DataPlane):
                                         len(message))
         return self._tables.replicas_of(app, self._tables.decisions(app, lambda f: extract(message, f)))
 
-    def _subscription(self, frame: bytes, app: Application, l4: int, start: int, end: int) -> Output:
+    def _decision(self, app: Application, message: bytes):
+        """An IR 5 application's decision for one message (docs/actions.md): the walk's, or
+        its default action when the walk decides nothing or the message is none its rules
+        can match (too short, not of its types, a DNS query framing "dns" cannot read)."""
+        if app.framing == "dns":
+            message = actions.dns_message(message, app)
+        if message is None or len(message) < app.message_bytes or (
+                app.type_field is not None and extract(message, app.type_field) not in app.types):
+            return None if app.default_action is None else default_result(app)
+        return self._tables.decision(app, lambda f: extract(message, f))
+
+    def _subscription(self, frame: bytes, app: Application, l4: int, start: int,
+                      end: int) -> Output | None:
+        """The copies (and, IR 5, the action's frames) a subscription frame makes; None when
+        no message got anything: the frame then goes by IPv4 routing. (A frame whose
+        messages were all dropped by a rule's `drop` gets [], and is not routed.)"""
         blocks, seq = self._messages(frame, app, start, end)
         chosen: dict[tuple[int, int], list[int]] = defaultdict(list)
+        decided, verdicts = False, []
         for index, (off, n) in enumerate(blocks):
-            for replica in self._replicas(app, frame[off: off + n]):
+            if app.uses_actions:
+                d = self._decision(app, frame[off: off + n])
+                if d is None:
+                    continue
+                decided = True
+                replicas = self._tables.replicas(app, d)
+                if verdict_of(d) not in (None, ("drop", ())):
+                    verdicts.append(d)
+            else:
+                replicas = self._replicas(app, frame[off: off + n])
+            for replica in replicas:
                 chosen[replica].append(index)
         out = []
         for port, rid in sorted(chosen):
             kept = chosen[(port, rid)]
-            if app.framing == "single":
+            if app.framing != "moldudp64":
                 payload = frame[start:end]
             else:
                 first, last = kept[0], kept[-1]
@@ -239,7 +269,12 @@ class ReferenceDataPlane(DataPlane):
                 payload = b"".join(parts)
             rewrite = self._tables.lookup(self.pipeline.egress_table, port, rid)
             out.append((port, self._rebuild(frame, l4, payload, None if rewrite is None else rewrite[1])))
-        return out
+        for name, params in verdicts:  # after the copies: the action's frame (answerDNS's)
+            args = params[1:] if isinstance(params, tuple) else ()
+            reply = actions.ACTIONS[name][1](frame, l4, self._in_port, *args)
+            if reply is not None:
+                out.append((self._in_port, reply))
+        return out if out or decided else None
 
     @staticmethod
     def _rebuild(frame: bytes, l4: int, payload: bytes, dst_port: int | None) -> bytes:

@@ -17,6 +17,13 @@ fabric variant of the program (`emit_program(..., fabric=True)`) takes the same 
    decision's bitmap has bit p, or has bit 511 and p is the chosen up port.
 4. **Ingress pruning, in egress**: a copy for the ingress port is dropped, whatever made it.
 
+All of it is decided once, on the packet's first ingress pass, and kept across
+resubmission (`@field_list(1)`, like the MoldUDP64 passes' state): bmv2's simple_switch
+resets all of the standard metadata of a resubmitted packet, `ingress_port` included (it
+reads 0 on every later pass), so a prologue re-run there would take port 0 for the ingress
+port: no copy would be pruned at the real one, and a multi-message ITCH packet would go back
+out the port it came in by (two switches then pass it back and forth forever).
+
 The switch's control-plane state (which ports are up, the member list, the expanded group)
 is `control_plane(...)`: entries in entries.json's form, which `compiler.p4.runtime` turns
 into P4Runtime updates and `controller.push` writes. Every switch of a network runs the same
@@ -39,12 +46,14 @@ NO_PORT = LOGICAL_UP  # meta.fabric_up_port when no copy may go up
 
 def metadata() -> list[str]:
     return [
-        "    // The fabric (compiler/p4/fabric.py): set at the start of every ingress pass",
-        "    bit<9>  fabric_in_port;   // the ingress port: no copy leaves by it",
+        "    // The fabric (compiler/p4/fabric.py): set on the first ingress pass, and the three",
+        "    // @field_list(1) fields kept across resubmission (which zeroes ingress_port)",
+        "    @field_list(1) bit<1> fabric_set;  // 1 once the first pass has set what follows",
+        "    @field_list(1) bit<9> fabric_in_port;  // the ingress port: no copy leaves by it",
         "    bit<1>  fabric_from_up;   // it is an up port: no copy goes up again",
         "    bit<32> fabric_up_ports;  // how many up ports the switch has",
         "    bit<16> fabric_up_index;  // the hash's pick among them",
-        f"    bit<9>  fabric_up_port;   // the physical up port for copies to {LOGICAL_UP}; {NO_PORT}: none",
+        f"    @field_list(1) bit<9> fabric_up_port;  // the physical up port for copies to {LOGICAL_UP}; {NO_PORT}: none",
     ]
 
 
@@ -74,13 +83,17 @@ def ingress_prologue() -> list[str]:
     return [
         "// The fabric: where the packet came from, and which up port its copies for the",
         f"// logical up port {LOGICAL_UP} take (switch/fabric_egress.py chooses the same one).",
-        "meta.fabric_in_port = standard_metadata.ingress_port;",
-        f"meta.fabric_up_port = {NO_PORT};",
-        f"{PORT_TABLE}.apply();",
-        "if (meta.fabric_from_up == 0 && meta.fabric_up_ports != 0) {",
-        "    hash(meta.fabric_up_index, HashAlgorithm.crc32, 16w0,",
-        f"         {{ {hashed_fields()} }}, meta.fabric_up_ports);",
-        f"    {MEMBER_TABLE}.apply();",
+        "// First pass only: a resubmitted pass reads ingress_port 0 (bmv2 resets it).",
+        "if (meta.fabric_set == 0) {",
+        "    meta.fabric_set = 1;",
+        "    meta.fabric_in_port = standard_metadata.ingress_port;",
+        f"    meta.fabric_up_port = {NO_PORT};",
+        f"    {PORT_TABLE}.apply();",
+        "    if (meta.fabric_from_up == 0 && meta.fabric_up_ports != 0) {",
+        "        hash(meta.fabric_up_index, HashAlgorithm.crc32, 16w0,",
+        f"             {{ {hashed_fields()} }}, meta.fabric_up_ports);",
+        f"        {MEMBER_TABLE}.apply();",
+        "    }",
         "}",
     ]
 

@@ -38,9 +38,10 @@ from .test_confluent_kafka import consume, create  # noqa: E402
 SCHEMA = {"camus.schema": "n:u32=$.n"}
 
 
-# bmv2 reads its ports through libpcap rings that hold about 32 frames: a larger burst loses
-# the rest at its input (repaired from the source, docs/remote-target.md). Tests that check
-# that copies came through the device produce for bmv2 in bursts under that.
+# bmv2 reads its ports through libpcap rings of a fixed number of frames (about 230 with
+# its ports' offloads off; 32 with them on): a larger burst loses the rest at its input
+# (repaired from the source, docs/remote-target.md). Tests that check that copies came
+# through the device produce for bmv2 in bursts well under that.
 BMV2_BURST = 6
 
 

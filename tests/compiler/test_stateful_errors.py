@@ -50,7 +50,7 @@ RULE_ERRORS = [
     ("price > 1 : fwd(1), avg(shares)", 25, ["not declared averageable"]),
     ("price > 1 : count(my_counter), count(my_counter)", 32, ["given twice"]),
     ("price > 1 : fwd(1), fwd(2)", 21, ["fwd(...) is given twice"]),
-    ("price > 1 : fwd(1), drop(2)", 21, ["expected an action"]),
+    ("price > 1 : fwd(1), drop(2)", 21, ["unknown action 'drop'"]),
     ("price > 1 : fwd(1) count(my_counter)", 20, ["expected the end of the rule",
                                                   "another action"]),
     ("price > 1 : count my_counter", 19, ["expected '('"]),

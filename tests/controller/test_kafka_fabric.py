@@ -356,20 +356,24 @@ def test_a_broker_restart_keeps_its_subscriptions_and_misses_what_came_meanwhile
 CLIENT = REPO / "tests" / "controller" / "kafka_host_client.py"
 
 
-def test_brokers_on_mininet_hosts(tmp_path):
+@pytest.mark.parametrize("switch", ["camus", "bmv2"])
+def test_brokers_on_mininet_hosts(tmp_path, switch):
     """`camus net serve --mininet` on a three-switch line, brokers on its hosts' namespaces
     (their interfaces are their links), Kafka clients beside them: h2's view gets exactly
     the matching records produced on h0, two switches away, and h1 (whose switch the records
-    cross) stores exactly the few its view matches."""
-    from controller.emulation import usable
+    cross) stores exactly the few its view matches. The switches are camus's switch, or bmv2
+    running the Kafka spec's fabric program."""
+    from controller.emulation import bmv2_missing, usable
 
     reason = usable()
     if reason is not None:
         pytest.skip(f"camus net serve --mininet: {reason}")
+    if switch == "bmv2" and bmv2_missing() is not None:
+        pytest.skip(f"bmv2: {bmv2_missing()}")
     graph = tmp_path / "line.txt"
     graph.write_text("A B\nB C\nhost h0 A\nhost h1 B\nhost h2 C\n")
     ctl = subprocess.Popen([sys.executable, "-m", "camus.cli", "net", "serve", "--mininet",
-                            "--graph", str(graph)], cwd=REPO, stdout=subprocess.PIPE,
+                            "--switch", switch, "--graph", str(graph)], cwd=REPO, stdout=subprocess.PIPE,
                            stderr=open(tmp_path / "ctl.log", "w"), text=True)
     procs = []
     try:

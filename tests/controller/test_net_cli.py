@@ -250,6 +250,13 @@ def test_net_up_on_bmv2_without_bmv2_says_so(tmp_path, capsys):
     assert "bmv2 asked for" in err and "simple_switch_grpc" in err
 
 
+def test_net_serve_takes_a_switch_only_with_mininet(capsys):
+    """Without --mininet the network runs in the controller's process, on camus's switch:
+    `--switch bmv2` there is refused in one line before anything starts."""
+    assert main(["net", "serve", "--topology", "fattree:2", "--switch", "bmv2"]) == 2
+    assert capsys.readouterr().err.strip() == "camus net serve: error: --switch bmv2 needs --mininet"
+
+
 def test_a_fat_tree_the_memory_cannot_hold_is_refused_up_front(tmp_path):
     """Under a 400 MB address-space limit, fattree:64 (about 0.5 GB) is refused in one line
     before anything is built (it was a MemoryError traceback: the routing alone wanted

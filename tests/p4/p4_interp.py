@@ -6,7 +6,7 @@ loads entries.json into the tables by their `@name`d keys, and pushes frames thr
 v1model pipeline the way bmv2's simple_switch does (read from its simple_switch.cpp):
 parser (a failed extract stops parsing and sets `parser_error`), ingress, then resubmission
 (which wins over everything else and re-parses the original frame keeping the
-`@field_list(1)` metadata), multicast replication through the groups, or unicast, or drop;
+`@field_list(1)` metadata and nothing else of the metadata: `ingress_port` reads 0 after it), multicast replication through the groups, or unicast, or drop;
 egress per copy, checksum update, deparser (valid headers, then the unparsed rest), and
 `truncate`.
 
@@ -341,10 +341,15 @@ class Interpreter:
 
     def process(self, frame: bytes, in_port: int, max_passes: int = 64) -> list[tuple[int, bytes]]:
         preserved: dict = {}
-        for _ in range(max_passes):
+        for n in range(max_passes):
             pkt = Packet(self.p, frame)
             pkt.meta.update(preserved)
-            pkt.std["ingress_port"], pkt.std["packet_length"] = in_port, len(frame)
+            # simple_switch's resubmission (copy_field_list_and_set_type) resets all metadata
+            # but the field list, standard metadata included, then restores packet_length
+            # only: a resubmitted pass reads ingress_port 0 and instance_type 6 (RESUBMIT).
+            pkt.std["ingress_port"] = in_port if n == 0 else 0
+            pkt.std["instance_type"] = 0 if n == 0 else 6
+            pkt.std["packet_length"] = len(frame)
             self.parse(pkt)
             self.run(pkt, self.p.controls["CamusVerifyChecksum"])
             self.run(pkt, self.p.controls["CamusIngress"])
