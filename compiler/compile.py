@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import json
@@ -296,20 +297,32 @@ def _emit_stateful(d: diagram.Diagram, stages: list[Stage], app: Application,
     decide entries in context id order; its multicast groups; the number of contexts."""
     contents = d.contents
     ctx_of_leaf = {}
+    texts: dict[stateful_mod.Context, str] = {}
+    # The leaves' sorted port lists and texts, shared with the state ids (`tables.emit`),
+    # which sort them anyway: markers sort after every port, so a leaf's markers are the
+    # tail of its list and its context's ports text is a prefix of the leaf's.
+    port_texts: dict = {}
+    marker = stateful_mod.MARKER_BASE
     for s in reachable:
         g, pending = contents[s]
         if not pending and g:
-            ctx = state.context(g)
-            if ctx is not None:
-                ctx_of_leaf[s] = ctx
-    contexts = set(ctx_of_leaf.values())
+            text = diagram.port_list(g, port_texts)
+            order = port_texts[g][0]
+            if order[-1] < marker:
+                continue  # no markers: no state
+            ctx = state.context(g, order[bisect.bisect_left(order, marker):])
+            ctx_of_leaf[s] = ctx
+            if ctx not in texts:
+                markers = len(g) - len(ctx.ports)
+                texts[ctx] = ctx.text(text.rsplit(",", markers)[0] if ctx.ports else "")
+    contexts = texts.keys()
     for ctx in contexts:
         state.check(ctx)
     state.allocate(contexts)  # a fresh target's cells are zero: no resets to make
-    ids = tables.stable_ids({c: c.text() for c in contexts}, CTX_WIDTH, {})
+    ids = tables.stable_ids(texts, CTX_WIDTH, {})
     entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
                                   state_width, {s: ids[c] for s, c in ctx_of_leaf.items()},
-                                  state.real_ports)
+                                  state.real_ports, port_texts=port_texts)
     names = stateful_mod.tables_for(state.spec, app.state)
     for ctx in sorted(contexts, key=ids.__getitem__):
         entries += state.entries(ctx, ids[ctx], names)

@@ -70,9 +70,12 @@ def stateful(rule: Rule) -> bool:
         return True
     f = rule.filter
     # The common stateless rule, an `and` of field predicates (or one), without the walk.
-    if type(f) is Atom or (type(f) is And and all(type(i) is Atom for i in f.items)):
+    if type(f) is Atom or (type(f) is And and set(map(type, f.items)) == _ATOMS):
         return False
     return bool(state_atoms(f))
+
+
+_ATOMS = {Atom}
 
 
 def _where(rule: Rule) -> str:
@@ -253,17 +256,35 @@ def items(rs: RuleState) -> list:
 # ---- contexts ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Context:
     """What a context holds: the stateless ports, and per bound rule (by serial) the
-    combinations for which it fires."""
+    combinations for which it fires. Immutable; equal by both. Its hash is kept: a context
+    is a dict key at every step of its leaves' emission, and hashing `bound` (a tuple of
+    tuples) each time was a tenth of it."""
 
-    ports: frozenset[int]
-    bound: tuple[tuple[int, frozenset[int]], ...]
+    __slots__ = ("ports", "bound", "_hash")
 
-    def text(self) -> str:
+    def __init__(self, ports: frozenset[int], bound: tuple[tuple[int, frozenset[int]], ...]):
+        self.ports, self.bound = ports, bound
+        self._hash = hash((ports, bound))
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is Context and self._hash == other._hash
+                and self.ports == other.ports and self.bound == other.bound)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Context(ports={set(self.ports) or '{}'}, bound={self.bound})"
+
+    def text(self, ports_text: str | None = None) -> str:
+        """The canonical text its id is hashed from; `ports_text`, if known, is
+        `port_list(self.ports)`."""
         rules = ";".join(f"{s}:{','.join(map(str, sorted(c)))}" for s, c in self.bound)
-        return f"{port_list(self.ports)}|{rules}"
+        if ports_text is None:
+            ports_text = port_list(self.ports)
+        return f"{ports_text}|{rules}"
 
 
 class State:
@@ -322,15 +343,20 @@ class State:
 
     # -- leaves --
 
-    def context(self, ports: frozenset[int]) -> Context | None:
+    def context(self, ports: frozenset[int], markers: list[int] | None = None
+                ) -> Context | None:
         """A leaf's context, or None when its decision needs no state (its markers, if
-        any, name no rule that must be bound)."""
-        if not ports or max(ports) < MARKER_BASE:
+        any, name no rule that must be bound). `markers`: the ports' markers, if known."""
+        if markers is None:
+            if not ports or max(ports) < MARKER_BASE:
+                return None
+            markers = [p for p in ports if p >= MARKER_BASE]
+        elif not markers:
             return None
-        plain = frozenset(filter(MARKER_BASE.__gt__, ports))  # a leaf's ~100 ports, in C
+        plain = ports.difference(markers)  # a leaf's ~100 ports: copied in C
         fires: dict[int, set[int]] = {}
         scoped: set[int] = set()
-        for p in ports - plain:
+        for p in markers:
             serial, j = divmod(p - MARKER_BASE, STRIDE)
             if j == SCOPE:
                 scoped.add(serial)
@@ -364,8 +390,9 @@ class State:
         if not todo:
             return []
         together: dict[int, set[int]] = {s: set() for s in todo}
-        for ctx in contexts:
-            serials = [s for s, _ in ctx.bound]
+        # Contexts that differ in their ports or in where the rules fire bind the same
+        # rules together: each group of rules once.
+        for serials in {tuple(s for s, _ in ctx.bound) for ctx in contexts}:
             for s in serials:
                 if s in together:
                     together[s].update(t for t in serials if t != s)
@@ -415,8 +442,7 @@ class State:
         """StateError for a context whose decide entries would be over the budget."""
         n = 1
         for s, _ in ctx.bound:
-            for b in self.rules[s].bounds:
-                n *= len(b) + 1
+            n *= self.rules[s].combinations  # the product of its states' regions
         if n > MAX_DECIDE_ENTRIES:
             rules = [self.rules[s].rule for s, _ in ctx.bound]
             raise StateError(f"a packet may be in the scope of {len(rules)} stateful rules "
@@ -450,11 +476,14 @@ class State:
         out = [{"table": t, "match": match, "action": "bind", "params": p} for t, p in binds]
         decide = tables["decide"]
         base = self._bitmap(ctx.ports)
-        for key, ports, update in decides:
-            ports |= base
-            if ports or update:
-                out.append({"table": decide, "match": {"ctx": exact, "regions": {"exact": key}},
-                            "action": "decide", "params": {"ports": ports, "update": update}})
+        if base:  # every combination sends somewhere
+            out += [{"table": decide, "match": {"ctx": exact, "regions": regions},
+                     "action": "decide", "params": {"ports": ports | base, "update": update}}
+                    for regions, ports, update in decides]
+        else:  # a combination with no ports and no update needs no entry: a miss does that
+            out += [{"table": decide, "match": {"ctx": exact, "regions": regions},
+                     "action": "decide", "params": {"ports": ports, "update": update}}
+                    for regions, ports, update in decides if ports or update]
         return out
 
     def _bitmap(self, ports: frozenset[int]) -> int:
@@ -482,9 +511,18 @@ class State:
                 i = rs.vars.index(var)
                 binds.append((names[bank], self._bind_params(rs, var, i)))
                 axes.append((REGION_WIDTH * (first + bank), s, i, len(rs.bounds[i]) + 1))
+        if len(axes) == len(bound):  # one state per rule, as most rules have
+            decides = self._decides_by_rule(axes, dict(bound), tables)
+        else:
+            decides = self._decides(axes, dict(bound), tables)
+        # Each key as the match's `regions` value, one dict shared by every context.
+        return binds, [({"exact": key}, ports, update) for key, ports, update in decides]
+
+    def _decides(self, axes: list, fires: dict, tables: dict) -> list:
+        """`_plan`'s decide part: (regions key, ports bitmap, update bits) per combination
+        of the banks' regions."""
         # Per bound rule: its ports' bitmap and update bits when it fires, and its
         # combinations that fire; then every combination of the banks' regions.
-        fires = dict(bound)
         effect = {}
         for s in fires:
             rs = self.rules[s]
@@ -508,7 +546,34 @@ class State:
                     ports |= rule_ports
                     update |= rule_update
             decides.append((key, ports, update))
-        return binds, decides
+        return decides
+
+    def _decides_by_rule(self, axes: list, fires: dict, tables: dict) -> list:
+        """`_plan`'s decide part when each bound rule has one bank (`axes` one per rule): a
+        rule's region is then its combination, so each rule contributes, per region, a
+        regions-key part, its ports and its updates (or nothing where it does not fire),
+        and an entry is the OR of one contribution per rule, in the same order."""
+        factors = []
+        for shift, s, _, n in axes:
+            rs = self.rules[s]
+            update = 0
+            for var in rs.updates:
+                update |= 1 << (tables[var][1] + rs.banks[var])
+            ports = self._bitmap(rs.rule.ports)
+            fired = fires[s]
+            factors.append([(r << shift, ports, update) if r in fired else (r << shift, 0, 0)
+                            for r in range(n)])
+        if len(factors) == 1:
+            return factors[0]
+        out = []
+        for parts in itertools.product(*factors):
+            key = ports = update = 0
+            for k, p, u in parts:
+                key |= k
+                ports |= p
+                update |= u
+            out.append((key, ports, update))
+        return out
 
     def _bind_params(self, rs: RuleState, var: StateVar, i: int) -> dict:
         """A bind entry's parameters for rule `rs`'s state `var` (its i-th): the same in
