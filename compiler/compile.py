@@ -7,8 +7,10 @@ import contextlib
 import gc
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 from compiler import (actions as actions_mod, diagram, estimate, exact_only, lanes as lanes_mod,
@@ -164,7 +166,10 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             else:
                 expanded.append(rule)
                 items += [(conj, rule.ports) for conj in normal_form(rule.filter, rule.line)]
-        check_slots(st.live_rules())  # before the diagram: a rule set over its slots is refused
+        # Before the diagram: a rule set over its slots is refused. Each rule's states are
+        # known from compiling it.
+        vars_of = {id(rs.rule): rs.vars for rs in st.rules.values()}
+        check_slots(st.live_rules(), states=lambda r: vars_of[id(r)])
     else:
         for rule in rules:
             ports = rule.ports
@@ -405,10 +410,8 @@ def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order
 
 
 def _per_table(entries: list[dict]) -> dict[str, int]:
-    per_table: dict[str, int] = {}
-    for e in entries:
-        per_table[e["table"]] = per_table.get(e["table"], 0) + 1
-    return per_table
+    """Entries per table, tables in the order of their first entry (counted in C)."""
+    return dict(Counter(map(itemgetter("table"), entries)))
 
 
 def _stats(rules, conjunctions: int, stages, per_table: dict[str, int], states: int,

@@ -31,9 +31,10 @@ from-scratch compile of the same rules would; the stateless tables are the same.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from compiler.ast import (And, Atom, Const, Filter, Not, Or, Rule, StateAtom, rule_state,
                           state_atoms)
@@ -76,6 +77,7 @@ def stateful(rule: Rule) -> bool:
 
 
 _ATOMS = {Atom}
+_FLAT = {Atom, StateAtom}
 
 
 def _where(rule: Rule) -> str:
@@ -115,26 +117,33 @@ def _keeps(var: StateVar, b: Boundary) -> bool:
     return 0 < t <= N_MAX  # n in 0 .. 2^32 - 1, non-strict only
 
 
-def _value(var: StateVar, bounds: list[Boundary], r: int):
-    """A value in region r: n for counters and meters, the average (a Fraction) else."""
+def _value(var: StateVar, bounds: list[Boundary], r: int) -> tuple[int, int]:
+    """A value in region r as a fraction (numerator, denominator): n for counters and
+    meters (denominator 1), the average s/n else (denominator 1 or 2: halfway between two
+    thresholds' integers is enough, thresholds being integers)."""
     if var.kind != "average":
-        return bounds[r - 1][0] if r else 0
+        return (bounds[r - 1][0] if r else 0), 1
     if r == 0:
         if not bounds:
-            return Fraction(0)  # one region: every value (the predicates are constant)
+            return 0, 1  # one region: every value (the predicates are constant)
         t, strict = bounds[0]
-        return Fraction(t) if strict else Fraction(2 * t - 1, 2)
+        return (t, 1) if strict else (2 * t - 1, 2)
     t, strict = bounds[r - 1]
-    return Fraction(2 * t + 1, 2) if strict else Fraction(t)
+    return (2 * t + 1, 2) if strict else (t, 1)
 
 
-def _truth(a: StateAtom, v) -> bool:
-    if a.state.kind == "meter":
-        lhs, rhs = v * 1_000_000, a.value * a.state.window_us
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge}
+
+
+def _truth(a: StateAtom, v: tuple[int, int]) -> bool:
+    """Predicate `a` on the value `v` (a fraction num/den, den > 0), exactly in integers."""
+    num, den = v
+    if a.state.kind == "meter":  # n * 10^6 OP x * W
+        lhs, rhs = num * 1_000_000, a.value * a.state.window_us * den
     else:
-        lhs, rhs = v, a.value
-    return {"==": lhs == rhs, "!=": lhs != rhs, "<": lhs < rhs, "<=": lhs <= rhs,
-            ">": lhs > rhs, ">=": lhs >= rhs}[a.op]
+        lhs, rhs = num, a.value * den
+    return _COMPARE[a.op](lhs, rhs)
 
 
 def _substitute(f: Filter, truth) -> Filter:
@@ -205,8 +214,12 @@ def compile_rule(rule: Rule, serial: int) -> RuleState:
     """The boundaries, combinations and pseudo-rules of one stateful rule; StateError (at
     the rule's line) when it has too many boundaries on a state or too many combinations."""
     vars_ = rule_state(rule)  # every state the rule names keeps its instance, read or not
-    # Predicates that a constant decides (`true or c > 5`) cut no region.
-    atoms = state_atoms(_substitute(rule.filter, None))
+    f = rule.filter
+    flat = type(f) is StateAtom or (type(f) is And and set(map(type, f.items)) <= _FLAT)
+    # Predicates that a constant decides (`true or c > 5`) cut no region; an `and` of
+    # predicates has no constant to fold.
+    atoms = ([i for i in f.items if type(i) is StateAtom] if type(f) is And else [f]) if flat \
+        else state_atoms(_substitute(f, None))
     bounds = []
     for var in vars_:
         found = {b for a in atoms if a.state is var for b in _threshold_atoms(a)}
@@ -228,6 +241,23 @@ def compile_rule(rule: Rule, serial: int) -> RuleState:
     rs = RuleState(rule, serial, vars_, bounds, scoped, frozenset(rule.updates), combos, [])
     index = {v: i for i, v in enumerate(vars_)}
     markers: dict[Filter, list[int]] = {}  # filter -> its markers, in first-seen order
+    if flat:
+        # The common shape, an `and` of predicates: R_c is its field predicates where every
+        # state predicate holds in c and false elsewhere, and the scope is its field
+        # predicates too (what `_substitute` and `_scope` give, without walking per c).
+        items = f.items if type(f) is And else (f,)
+        plain = [i for i in items if type(i) is Atom]
+        g = Const(True) if not plain else plain[0] if len(plain) == 1 else And(tuple(plain))
+        tests = [(a, index[a.state]) for a in items if type(a) is StateAtom]
+        regions = [[_value(v, b, r) for r in range(len(b) + 1)] for v, b in zip(vars_, bounds)]
+        for c in range(combos):
+            at = rs.regions(c)
+            if all(_truth(a, regions[i][at[i]]) for a, i in tests):
+                _pseudo(markers, g, marker(serial, c))
+        if scoped:
+            _pseudo(markers, g, marker(serial, SCOPE))
+        rs.pseudo = [Rule(g, frozenset(ms), rule.line, rule.text) for g, ms in markers.items()]
+        return rs
     for c in range(combos):
         regions = rs.regions(c)
         values = [_value(v, b, r) for v, b, r in zip(vars_, bounds, regions)]
@@ -281,10 +311,14 @@ class Context:
     def text(self, ports_text: str | None = None) -> str:
         """The canonical text its id is hashed from; `ports_text`, if known, is
         `port_list(self.ports)`."""
-        rules = ";".join(f"{s}:{','.join(map(str, sorted(c)))}" for s, c in self.bound)
         if ports_text is None:
             ports_text = port_list(self.ports)
-        return f"{ports_text}|{rules}"
+        return f"{ports_text}|{_bound_text(self.bound)}"
+
+
+@functools.lru_cache(maxsize=1 << 16)  # contexts mostly share their bound rules
+def _bound_text(bound: tuple) -> str:
+    return ";".join(f"{s}:{','.join(map(str, sorted(c)))}" for s, c in bound)
 
 
 class State:
@@ -303,9 +337,11 @@ class State:
         # Context.bound -> its entries' shared part (`_plan`), for the tables they were
         # planned with; dropped with any rule they name (`remove`), serials never coming back.
         self._plans: dict[tuple, tuple[list, list]] = {}
-        self._plans_of: dict[int, list[tuple]] = {}  # serial -> the plans naming it
+        self._parts: dict[tuple, tuple] = {}  # (serial, fired) -> its share (`_part`)
+        self._plans_of: dict[int, list[tuple]] = {}  # serial -> the plans and parts naming it
         self._plan_tables: dict | None = None
         self._bitmaps: dict[frozenset[int], int] = {}  # port set -> `bitmap`
+        self._bound: dict[tuple, tuple] = {}  # a leaf's markers -> Context.bound (`context`)
 
     # -- rules --
 
@@ -332,8 +368,9 @@ class State:
         rs = self.rules.pop(serial)
         for var in rs.vars:
             self._binds.pop((serial, var), None)
-        for bound in self._plans_of.pop(serial, ()):
-            self._plans.pop(bound, None)
+        for key in self._plans_of.pop(serial, ()):  # plans (bound) and parts (serial, fired)
+            self._plans.pop(key, None)
+            self._parts.pop(key, None)
         for var, unit in rs.units.items():
             self.free_units.setdefault(var, []).append(unit)
         return rs
@@ -353,17 +390,23 @@ class State:
             markers = [p for p in ports if p >= MARKER_BASE]
         elif not markers:
             return None
-        plain = ports.difference(markers)  # a leaf's ~100 ports: copied in C
-        fires: dict[int, set[int]] = {}
-        scoped: set[int] = set()
-        for p in markers:
-            serial, j = divmod(p - MARKER_BASE, STRIDE)
-            if j == SCOPE:
-                scoped.add(serial)
-            else:
-                fires.setdefault(serial, set()).add(j)
-        bound = tuple(sorted((s, frozenset(fires.get(s, ()))) for s in scoped | set(fires)))
-        return Context(plain, bound) if bound else None
+        key = tuple(markers)
+        bound = self._bound.get(key)
+        if bound is None:  # the leaves of a symbol's price intervals mostly share markers
+            fires: dict[int, set[int]] = {}
+            scoped: set[int] = set()
+            for p in markers:
+                serial, j = divmod(p - MARKER_BASE, STRIDE)
+                if j == SCOPE:
+                    scoped.add(serial)
+                else:
+                    fires.setdefault(serial, set()).add(j)
+            bound = tuple(sorted((s, frozenset(fires.get(s, ()))) for s in scoped | set(fires)))
+            if len(self._bound) >= BITMAP_CACHE:
+                self._bound.clear()
+            self._bound[key] = bound
+        # a leaf's ~100 ports less its markers, copied in C
+        return Context(ports.difference(markers), bound) if bound else None
 
     def real_ports(self, ports: frozenset[int]) -> frozenset[int]:
         """The ports a leaf may send to: its stateless ports and those of every rule that
@@ -392,10 +435,13 @@ class State:
         together: dict[int, set[int]] = {s: set() for s in todo}
         # Contexts that differ in their ports or in where the rules fire bind the same
         # rules together: each group of rules once.
-        for serials in {tuple(s for s, _ in ctx.bound) for ctx in contexts}:
+        for serials in {tuple(s for s, _ in b) for b in {ctx.bound for ctx in contexts}}:
             for s in serials:
-                if s in together:
-                    together[s].update(t for t in serials if t != s)
+                others = together.get(s)
+                if others is not None:
+                    others.update(serials)
+        for s, others in together.items():
+            others.discard(s)
         placed: list[RuleState] = []
         try:
             for s in todo:
@@ -463,6 +509,7 @@ class State:
         is read-only output, as the multicast replicas shared per port are)."""
         if tables is not self._plan_tables and tables != self._plan_tables:
             self._plans.clear()
+            self._parts.clear()
             self._plans_of.clear()
             self._plan_tables = tables
         plan = self._plans.get(ctx.bound)
@@ -499,6 +546,8 @@ class State:
         (table, params), and per combination of the bound banks' regions (in
         `itertools.product` order over the banks, as the decide entries go) the regions
         key, the bitmap of the ports of the rules that fire there, and the update bits."""
+        if all(len(self.rules[s].vars) == 1 for s, _ in bound):
+            return self._plan_by_rule(bound, tables)
         binds = []
         axes = []  # (region shift, serial, state index in rule, regions)
         for var in self.vars:
@@ -511,12 +560,50 @@ class State:
                 i = rs.vars.index(var)
                 binds.append((names[bank], self._bind_params(rs, var, i)))
                 axes.append((REGION_WIDTH * (first + bank), s, i, len(rs.bounds[i]) + 1))
-        if len(axes) == len(bound):  # one state per rule, as most rules have
-            decides = self._decides_by_rule(axes, dict(bound), tables)
-        else:
-            decides = self._decides(axes, dict(bound), tables)
+        decides = self._decides(axes, dict(bound), tables)
         # Each key as the match's `regions` value, one dict shared by every context.
         return binds, [({"exact": key}, ports, update) for key, ports, update in decides]
+
+    def _plan_by_rule(self, bound: tuple, tables: dict) -> tuple[list, list]:
+        """`_plan` when each bound rule has one state (as most rules have), from each rule's
+        part (`_part`): a rule's region is then its combination, so a decide entry is the
+        OR of one region's contribution per rule. Banks go in state order, then in `bound`
+        order, and so do the entries (`itertools.product` over the banks)."""
+        parts = sorted((self._part(s, fired, tables) for s, fired in bound),
+                       key=operator.itemgetter(0))  # stable: `bound` order within a state
+        binds = [(table, params) for _, table, params, _ in parts]
+        if len(parts) == 1:
+            return binds, [({"exact": k}, p, u) for k, p, u in parts[0][3]]
+        decides = []
+        for row in itertools.product(*(part[3] for part in parts)):
+            key = ports = update = 0
+            for k, p, u in row:
+                key |= k
+                ports |= p
+                update |= u
+            decides.append(({"exact": key}, ports, update))
+        return binds, decides
+
+    def _part(self, s: int, fired: frozenset[int], tables: dict) -> tuple:
+        """A one-state rule's share of every plan binding it where it fires in `fired`: its
+        state's index, bind table and parameters, and per region (its key part, ports
+        bitmap, update bits) or, where it does not fire, (key part, 0, 0)."""
+        key = (s, fired)
+        part = self._parts.get(key)
+        if part is None:
+            rs = self.rules[s]
+            var = rs.vars[0]
+            names, first = tables[var]
+            bank = rs.banks[var]
+            shift = REGION_WIDTH * (first + bank)
+            ports = self._bitmap(rs.rule.ports)
+            update = 1 << (first + bank) if var in rs.updates else 0
+            regions = [(r << shift, ports, update) if r in fired else (r << shift, 0, 0)
+                       for r in range(len(rs.bounds[0]) + 1)]
+            part = self._parts[key] = (self.vars.index(var), names[bank],
+                                       self._bind_params(rs, var, 0), regions)
+            self._plans_of.setdefault(s, []).append(key)
+        return part
 
     def _decides(self, axes: list, fires: dict, tables: dict) -> list:
         """`_plan`'s decide part: (regions key, ports bitmap, update bits) per combination
@@ -547,33 +634,6 @@ class State:
                     update |= rule_update
             decides.append((key, ports, update))
         return decides
-
-    def _decides_by_rule(self, axes: list, fires: dict, tables: dict) -> list:
-        """`_plan`'s decide part when each bound rule has one bank (`axes` one per rule): a
-        rule's region is then its combination, so each rule contributes, per region, a
-        regions-key part, its ports and its updates (or nothing where it does not fire),
-        and an entry is the OR of one contribution per rule, in the same order."""
-        factors = []
-        for shift, s, _, n in axes:
-            rs = self.rules[s]
-            update = 0
-            for var in rs.updates:
-                update |= 1 << (tables[var][1] + rs.banks[var])
-            ports = self._bitmap(rs.rule.ports)
-            fired = fires[s]
-            factors.append([(r << shift, ports, update) if r in fired else (r << shift, 0, 0)
-                            for r in range(n)])
-        if len(factors) == 1:
-            return factors[0]
-        out = []
-        for parts in itertools.product(*factors):
-            key = ports = update = 0
-            for k, p, u in parts:
-                key |= k
-                ports |= p
-                update |= u
-            out.append((key, ports, update))
-        return out
 
     def _bind_params(self, rs: RuleState, var: StateVar, i: int) -> dict:
         """A bind entry's parameters for rule `rs`'s state `var` (its i-th): the same in
