@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's compiler, not an installed one
 
+from compiler import stateful as stateful_mod  # noqa: E402
 from compiler.compile import compile_rules, no_cyclic_gc  # noqa: E402
 from compiler.rules import parse_rules  # noqa: E402
 from compiler.spec import parse_spec  # noqa: E402
@@ -117,14 +118,15 @@ FIELD_ORDER = ["itch_order.stock", "itch_order.price"]
 
 
 def timed_compile(spec, rules, profile: cProfile.Profile | None = None):
+    """The compiled rules, wall seconds and CPU seconds of this process."""
     gc.collect()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if profile:
         profile.enable()
     c = compile_rules(spec, rules, field_order=FIELD_ORDER)
     if profile:
         profile.disable()
-    return c, time.perf_counter() - t0
+    return c, time.perf_counter() - t0, time.process_time() - c0
 
 
 def kind_of(table: str, app_state) -> str:
@@ -134,6 +136,66 @@ def kind_of(table: str, app_state) -> str:
         if any(table in v.bind_tables for v in app_state.vars):
             return "bind"
     return "stages"
+
+
+def binding_id_entries(c, rules, spec) -> tuple[int, int, int]:
+    """What a context keyed by its bound rules alone (a *binding id*: the leaf's action
+    would carry the stateless ports itself, which IR 4 does not allow) would need:
+    (bindings, bind entries, decide entries). A binding is a distinct set of bound rules
+    with where each fires; its decide entries are its combinations where some rule fires
+    (the others would miss: no ports, no update). Worked out from the compiled diagram's
+    leaves with the compiler's own `State`, whose serials follow rule order as in
+    `compile_rules`."""
+    st = stateful_mod.State(spec)
+    for r in rules:
+        if stateful_mod.stateful(r):
+            st.add(r)
+    d = c.diagram
+    bounds = set()
+    for s in d.reachable():
+        g, pending = d.contents[s]
+        if not pending and g:
+            ctx = st.context(g)
+            if ctx is not None:
+                bounds.add(ctx.bound)
+    binds = decides = 0
+    for bound in bounds:
+        every = silent = 1
+        for s, fired in bound:
+            rs = st.rules[s]
+            binds += len(rs.vars)
+            every *= rs.combinations
+            silent *= rs.combinations - (len(fired) if rs.rule.ports or rs.updates else 0)
+        decides += every - silent
+    return len(bounds), binds, decides
+
+
+def phase_timers() -> dict:
+    """CPU seconds per phase of the compiles that follow, by wrapping the compiler's own
+    functions (`--phases`); the wrappers cost well under 1 % here."""
+    from compiler import compile as compile_mod, diagram, tables
+    spent: dict = Counter()
+
+    def wrap(owner, name, label):
+        f = getattr(owner, name)
+
+        def timed(*a, **k):
+            t0 = time.process_time()
+            try:
+                return f(*a, **k)
+            finally:
+                spent[label] += time.process_time() - t0
+        setattr(owner, name, timed)
+
+    wrap(stateful_mod.State, "add", "stateful rules compiled (State.add)")
+    wrap(diagram, "build", "decision diagram (diagram.build)")
+    wrap(stateful_mod.State, "context", "contexts of the leaves (State.context)")
+    wrap(stateful_mod.State, "allocate", "banks and cells (State.allocate)")
+    wrap(tables, "stable_ids", "state and context ids (tables.stable_ids)")
+    wrap(tables, "emit", "stage entries (tables.emit)")
+    wrap(stateful_mod.State, "entries", "bind and decide entries (State.entries)")
+    wrap(compile_mod, "_emit", "emission in all (compile._emit)")
+    return spent
 
 
 def main() -> None:
@@ -146,6 +208,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="alternating runs; best is shown")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", help="write a cProfile of the last stateful compile here")
+    ap.add_argument("--phases", action="store_true",
+                    help="CPU seconds per phase of the last baseline and stateful compiles")
     args = ap.parse_args()
     import compiler
     print(f"compiler from      {Path(compiler.__file__).parent}")
@@ -163,13 +227,26 @@ def main() -> None:
           + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
     print(f"parse seconds      {parse_s:.2f} (stateful set)")
     prof = cProfile.Profile() if args.profile else None
-    base_s, state_s = [], []
+    runs = {"baseline": [], "stateful": []}
+    spent = phase_timers() if args.phases else None
+    phases = {}
     for r in range(args.repeat):
-        b, t = timed_compile(plain_spec, base_rules)
-        base_s.append(t)
-        c, t = timed_compile(state_spec, rules, prof if r == args.repeat - 1 else None)
-        state_s.append(t)
-        print(f"  run {r + 1}: baseline {base_s[-1]:.2f} s, stateful {state_s[-1]:.2f} s")
+        for label, spec, rs in (("baseline", plain_spec, base_rules),
+                                ("stateful", state_spec, rules)):
+            if spent is not None:
+                spent.clear()
+            comp, wall, cpu = timed_compile(spec, rs, prof if label == "stateful" and
+                                            r == args.repeat - 1 else None)
+            runs[label].append((wall, cpu))
+            if spent is not None:
+                phases[label] = dict(spent)
+            if label == "baseline":
+                b = comp
+            else:
+                c = comp
+        print(f"  run {r + 1}: baseline {runs['baseline'][-1][0]:.2f} s "
+              f"({runs['baseline'][-1][1]:.2f} s CPU), stateful {runs['stateful'][-1][0]:.2f} s "
+              f"({runs['stateful'][-1][1]:.2f} s CPU)")
     if prof:
         prof.dump_stats(args.profile)
     app_state = c.pipeline.applications[0].state
@@ -184,11 +261,23 @@ def main() -> None:
               + ", ".join(f"{k} {n}" for k, n in by.items())
               + f"), states {comp.stats['states']}, groups {comp.stats['multicast_groups']}"
               + extra)
-    best_b, best_s = min(base_s), min(state_s)
-    print(f"compile seconds    baseline {best_b:.2f}, stateful {best_s:.2f} (best of "
-          f"{args.repeat}, parse excluded)")
-    print(f"stateful/baseline  {best_s / best_b:.2f}x time (goal <= 1.5x), "
-          f"{c.stats['entries']['total'] / b.stats['entries']['total']:.2f}x entries")
+    bindings, binds, decides = binding_id_entries(c, rules, state_spec)
+    stages = c.stats["entries"]["total"] - sum(
+        n for t, n in c.stats["entries"]["per_table"].items() if kind_of(t, app_state) != "stages")
+    print(f"with a binding id  entries {stages + binds + decides} (stages {stages}, bind {binds}, "
+          f"decide {decides}) for {bindings} bindings: not IR 4, not built")
+    (bw, bc), (sw, scpu) = (min(runs[k], key=lambda x: x[1]) for k in ("baseline", "stateful"))
+    best_wall = min(w for w, _ in runs["baseline"]), min(w for w, _ in runs["stateful"])
+    print(f"compile seconds    baseline {best_wall[0]:.2f}, stateful {best_wall[1]:.2f} wall; "
+          f"baseline {bc:.2f}, stateful {scpu:.2f} CPU (best of {args.repeat}, parse excluded)")
+    print(f"stateful/baseline  {best_wall[1] / best_wall[0]:.2f}x wall, {scpu / bc:.2f}x CPU "
+          f"(goal <= 1.5x), {c.stats['entries']['total'] / b.stats['entries']['total']:.2f}x "
+          f"entries")
+    if phases:
+        print("CPU seconds by phase (last run; nested phases are inside 'emission in all')")
+        for name in dict.fromkeys([*phases["stateful"], *phases["baseline"]]):
+            print(f"  {name:<44} baseline {phases['baseline'].get(name, 0):5.2f}  "
+                  f"stateful {phases['stateful'].get(name, 0):5.2f}")
 
 
 if __name__ == "__main__":

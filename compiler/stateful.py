@@ -54,7 +54,7 @@ MARKER_BASE = 1 << 20
 STRIDE = MAX_COMBINATIONS + 1
 SCOPE = MAX_COMBINATIONS
 N_MAX = (1 << COUNT_BITS) - 1
-BITMAP_CACHE = 1 << 16  # port-set bitmaps remembered at most (`State._bitmap`)
+MEMO_LIMIT = 1 << 16  # entries a memo of `State` keeps at most (then it starts again)
 Boundary = tuple[int, int]  # (threshold, strict)
 
 
@@ -210,16 +210,38 @@ class RuleState:
         return c
 
 
-def compile_rule(rule: Rule, serial: int) -> RuleState:
+def compile_rule(rule: Rule, serial: int, shapes: dict | None = None) -> RuleState:
     """The boundaries, combinations and pseudo-rules of one stateful rule; StateError (at
-    the rule's line) when it has too many boundaries on a state or too many combinations."""
-    vars_ = rule_state(rule)  # every state the rule names keeps its instance, read or not
+    the rule's line) when it has too many boundaries on a state or too many combinations.
+    `shapes`: a memo for one spec's rules (`State` keeps it), see `_flat_shape`."""
     f = rule.filter
-    flat = type(f) is StateAtom or (type(f) is And and set(map(type, f.items)) <= _FLAT)
-    # Predicates that a constant decides (`true or c > 5`) cut no region; an `and` of
-    # predicates has no constant to fold.
-    atoms = ([i for i in f.items if type(i) is StateAtom] if type(f) is And else [f]) if flat \
-        else state_atoms(_substitute(f, None))
+    if type(f) is StateAtom or (type(f) is And and set(map(type, f.items)) <= _FLAT):
+        return _compile_flat(rule, serial, {} if shapes is None else shapes)
+    vars_ = rule_state(rule)  # every state the rule names keeps its instance, read or not
+    # Predicates that a constant decides (`true or c > 5`) cut no region.
+    bounds, combos = _regions(rule, vars_, state_atoms(_substitute(f, None)))
+    scoped = frozenset(v for v in vars_ if v not in rule.updates)
+    rs = RuleState(rule, serial, vars_, bounds, scoped, frozenset(rule.updates), combos, [])
+    index = {v: i for i, v in enumerate(vars_)}
+    markers: dict[Filter, list[int]] = {}  # filter -> its markers, in first-seen order
+    for c in range(combos):
+        regions = rs.regions(c)
+        values = [_value(v, b, r) for v, b, r in zip(vars_, bounds, regions)]
+        g = _substitute(f, lambda a: _truth(a, values[index[a.state]]))
+        _pseudo(markers, g, marker(serial, c))
+    if scoped:  # the scope matters only for state updated by every packet in scope
+        _pseudo(markers, _scope(f), marker(serial, SCOPE))
+    # Combinations (and the scope) with equal filters are one pseudo-rule holding all their
+    # markers: `stock == S and avg(price) > N` fires in its upper region and is in scope on
+    # the same filter, `stock == S`; one item for the diagram instead of two, same leaves.
+    rs.pseudo = [Rule(g, frozenset(ms), rule.line, rule.text) for g, ms in markers.items()]
+    return rs
+
+
+def _regions(rule: Rule, vars_: list[StateVar], atoms: list[StateAtom]
+             ) -> tuple[list[list[Boundary]], int]:
+    """Each state's boundaries (from the rule's state predicates `atoms`) and the number of
+    combinations of their regions; StateError past the limits."""
     bounds = []
     for var in vars_:
         found = {b for a in atoms if a.state is var for b in _threshold_atoms(a)}
@@ -237,39 +259,44 @@ def compile_rule(rule: Rule, serial: int) -> RuleState:
         raise StateError(f"the rule's state predicates make {combos} combinations of regions "
                          f"of its states; at most {MAX_COMBINATIONS} compile: split the rule "
                          f"({_where(rule)})", rule.line or None, 1)
-    scoped = frozenset(v for v in vars_ if v not in rule.updates)
-    rs = RuleState(rule, serial, vars_, bounds, scoped, frozenset(rule.updates), combos, [])
-    index = {v: i for i, v in enumerate(vars_)}
-    markers: dict[Filter, list[int]] = {}  # filter -> its markers, in first-seen order
-    if flat:
-        # The common shape, an `and` of predicates: R_c is its field predicates where every
-        # state predicate holds in c and false elsewhere, and the scope is its field
-        # predicates too (what `_substitute` and `_scope` give, without walking per c).
-        items = f.items if type(f) is And else (f,)
+    return bounds, combos
+
+
+def _compile_flat(rule: Rule, serial: int, shapes: dict) -> RuleState:
+    """`compile_rule` for the common shape, an `and` of predicates (or one state
+    predicate): R_c is its field predicates where every state predicate holds in c and
+    false elsewhere, and its scope is its field predicates too (what `_substitute` and
+    `_scope` give). Everything but the field predicates and the serial depends only on the
+    state predicates and the update actions (`orders < 100` with `count(orders)`, say),
+    which many rules share: that is worked out once per spec (`shapes`)."""
+    f = rule.filter
+    items = f.items if type(f) is And else (f,)
+    tests = tuple(i for i in items if type(i) is StateAtom)
+    key = (tests, rule.updates)
+    shape = shapes.get(key)
+    if shape is None:
+        vars_ = rule_state(rule)  # a function of `key`: the field predicates name no state
+        bounds, combos = _regions(rule, vars_, list(tests))
+        index = {v: i for i, v in enumerate(vars_)}
+        at = [(a, index[a.state]) for a in tests]
+        values = [[_value(v, b, r) for r in range(len(b) + 1)] for v, b in zip(vars_, bounds)]
+        probe = RuleState(rule, 0, vars_, bounds, frozenset(), frozenset(), combos, [])
+        fires = [c for c in range(combos)
+                 if all(_truth(a, values[i][probe.regions(c)[i]]) for a, i in at)]
+        scoped = frozenset(v for v in vars_ if v not in rule.updates)
+        if len(shapes) >= MEMO_LIMIT:
+            shapes.clear()
+        shape = shapes[key] = (vars_, bounds, combos, fires, scoped, frozenset(rule.updates))
+    vars_, bounds, combos, fires, scoped, updates = shape
+    markers = [marker(serial, c) for c in fires]
+    if scoped:  # the scope matters only for state updated by every packet in scope
+        markers.append(marker(serial, SCOPE))
+    pseudo = []
+    if markers:  # the combinations that fire and the scope share one filter: one pseudo-rule
         plain = [i for i in items if type(i) is Atom]
         g = Const(True) if not plain else plain[0] if len(plain) == 1 else And(tuple(plain))
-        tests = [(a, index[a.state]) for a in items if type(a) is StateAtom]
-        regions = [[_value(v, b, r) for r in range(len(b) + 1)] for v, b in zip(vars_, bounds)]
-        for c in range(combos):
-            at = rs.regions(c)
-            if all(_truth(a, regions[i][at[i]]) for a, i in tests):
-                _pseudo(markers, g, marker(serial, c))
-        if scoped:
-            _pseudo(markers, g, marker(serial, SCOPE))
-        rs.pseudo = [Rule(g, frozenset(ms), rule.line, rule.text) for g, ms in markers.items()]
-        return rs
-    for c in range(combos):
-        regions = rs.regions(c)
-        values = [_value(v, b, r) for v, b, r in zip(vars_, bounds, regions)]
-        f = _substitute(rule.filter, lambda a: _truth(a, values[index[a.state]]))
-        _pseudo(markers, f, marker(serial, c))
-    if scoped:  # the scope matters only for state updated by every packet in scope
-        _pseudo(markers, _scope(rule.filter), marker(serial, SCOPE))
-    # Combinations (and the scope) with equal filters are one pseudo-rule holding all their
-    # markers: `stock == S and avg(price) > N` fires in its upper region and is in scope on
-    # the same filter, `stock == S`; one item for the diagram instead of two, same leaves.
-    rs.pseudo = [Rule(f, frozenset(ms), rule.line, rule.text) for f, ms in markers.items()]
-    return rs
+        pseudo.append(Rule(g, frozenset(markers), rule.line, rule.text))
+    return RuleState(rule, serial, vars_, bounds, scoped, updates, combos, pseudo)
 
 
 def _pseudo(out: dict, f: Filter, m: int) -> None:
@@ -334,6 +361,7 @@ class State:
         self.free_units: dict[StateVar, list[int]] = {}  # units freed, reused lowest first
         self.top_unit: dict[StateVar, int] = {v: 0 for v in self.vars}
         self._binds: dict = {}  # (serial, var) -> bind parameters (`_bind_params`)
+        self._shapes: dict = {}  # `compile_rule`'s memo
         # Context.bound -> its entries' shared part (`_plan`), for the tables they were
         # planned with; dropped with any rule they name (`remove`), serials never coming back.
         self._plans: dict[tuple, tuple[list, list]] = {}
@@ -346,7 +374,7 @@ class State:
     # -- rules --
 
     def add(self, rule: Rule) -> RuleState:
-        rs = compile_rule(rule, self.next_serial)
+        rs = compile_rule(rule, self.next_serial, self._shapes)
         self.next_serial += 1
         self.rules[rs.serial] = rs
         return rs
@@ -402,7 +430,7 @@ class State:
                 else:
                     fires.setdefault(serial, set()).add(j)
             bound = tuple(sorted((s, frozenset(fires.get(s, ()))) for s in scoped | set(fires)))
-            if len(self._bound) >= BITMAP_CACHE:
+            if len(self._bound) >= MEMO_LIMIT:
                 self._bound.clear()
             self._bound[key] = bound
         # a leaf's ~100 ports less its markers, copied in C
@@ -536,7 +564,7 @@ class State:
     def _bitmap(self, ports: frozenset[int]) -> int:
         bits = self._bitmaps.get(ports)
         if bits is None:
-            if len(self._bitmaps) >= BITMAP_CACHE:  # a long-lived incremental compiler's
+            if len(self._bitmaps) >= MEMO_LIMIT:  # a long-lived incremental compiler's
                 self._bitmaps.clear()  # port sets come and go: keep the memo bounded
             bits = self._bitmaps[ports] = bitmap(ports)
         return bits
