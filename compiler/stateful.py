@@ -214,9 +214,19 @@ def compile_rule(rule: Rule, serial: int, shapes: dict | None = None) -> RuleSta
     """The boundaries, combinations and pseudo-rules of one stateful rule; StateError (at
     the rule's line) when it has too many boundaries on a state or too many combinations.
     `shapes`: a memo for one spec's rules (`State` keeps it), see `_flat_shape`."""
-    f = rule.filter
-    if type(f) is StateAtom or (type(f) is And and set(map(type, f.items)) <= _FLAT):
+    if flat(rule.filter):
         return _compile_flat(rule, serial, {} if shapes is None else shapes)
+    return _compile_any(rule, serial)
+
+
+def flat(f: Filter) -> bool:
+    """Whether `f` is an `and` of field and state predicates, or one predicate."""
+    return type(f) in _FLAT or (type(f) is And and set(map(type, f.items)) <= _FLAT)
+
+
+def _compile_any(rule: Rule, serial: int) -> RuleState:
+    """`compile_rule` for any filter: each combination's filter by substitution."""
+    f = rule.filter
     vars_ = rule_state(rule)  # every state the rule names keeps its instance, read or not
     # Predicates that a constant decides (`true or c > 5`) cut no region.
     bounds, combos = _regions(rule, vars_, state_atoms(_substitute(f, None)))
@@ -263,8 +273,7 @@ def _regions(rule: Rule, vars_: list[StateVar], atoms: list[StateAtom]
 
 
 def _compile_flat(rule: Rule, serial: int, shapes: dict) -> RuleState:
-    """`compile_rule` for the common shape, an `and` of predicates (or one state
-    predicate): R_c is its field predicates where every state predicate holds in c and
+    """`compile_rule` for the common shape, an `and` of predicates (or one predicate): R_c is its field predicates where every state predicate holds in c and
     false elsewhere, and its scope is its field predicates too (what `_substitute` and
     `_scope` give). Everything but the field predicates and the serial depends only on the
     state predicates and the update actions (`orders < 100` with `count(orders)`, say),
@@ -576,6 +585,10 @@ class State:
         key, the bitmap of the ports of the rules that fire there, and the update bits."""
         if all(len(self.rules[s].vars) == 1 for s, _ in bound):
             return self._plan_by_rule(bound, tables)
+        return self._plan_any(bound, tables)
+
+    def _plan_any(self, bound: tuple, tables: dict) -> tuple[list, list]:
+        """`_plan` for rules of any number of states."""
         binds = []
         axes = []  # (region shift, serial, state index in rule, regions)
         for var in self.vars:
