@@ -12,7 +12,8 @@ scope filter (docs/stateful.md, "Scope").
 
 The stateless filters R_c and R's scope go into the one decision diagram as pseudo-rules
 whose "ports" are *markers* (integers from MARKER_BASE up, one per rule instance and
-combination, and one for its scope): the diagram decides them with the stateless rules, and
+combination, and one for its scope; equal filters are one pseudo-rule with all their
+markers): the diagram decides them with the stateless rules, and
 a leaf's port set then says, besides the stateless ports, for each stateful rule whether
 the message is in scope and for which combinations the rule fires. A leaf that needs state
 (a rule that is in scope with state to update, or that fires for some combination) is a
@@ -27,6 +28,17 @@ that needs more banks than declared is refused naming the rules; one over its sl
 refused by `compiler.state.check_slots` first. Because the bank and unit depend on what was
 allocated before, an incrementally changed rule set may hold its instances elsewhere than a
 from-scratch compile of the same rules would; the stateless tables are the same.
+
+Speed (bench/stateful_compile.py). Nearly every leaf where a stateful rule is in scope is
+a context of its own (its stateless ports differ from its neighbours'), so the work per
+context is kept to what differs between contexts: its ports' bitmap and its entries'
+dicts. What depends only on the bound rules (`Context.bound`: bind parameters, each
+combination's regions key, fired ports and updates) is planned once per bound set and per
+rule (`State._plan`, `State._part`); a leaf's bound set is found from its markers once
+(`State._bound`); a rule of the usual shape is compiled from the shape of its state
+predicates, once per shape (`_compile_flat`). These memos live as long as the `State`
+(one compile, or an incremental compiler's life): plans and parts naming a removed rule
+go with it, and every memo starts again past MEMO_LIMIT entries.
 """
 
 from __future__ import annotations
@@ -544,7 +556,8 @@ class State:
         entries. The entries of one context share their match's `ctx` dict, and bind
         entries their parameters with every context binding the same rule (the document
         is read-only output, as the multicast replicas shared per port are)."""
-        if tables is not self._plan_tables and tables != self._plan_tables:
+        if (tables is not self._plan_tables and tables != self._plan_tables) or \
+                len(self._plans) >= MEMO_LIMIT:
             self._plans.clear()
             self._parts.clear()
             self._plans_of.clear()
