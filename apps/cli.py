@@ -15,7 +15,8 @@ import importlib.util
 import sys
 from types import ModuleType
 
-APPS = ("apps.itch_filter", "apps.int_events", "apps.fabric", "apps.hicn")
+APPS = ("apps.itch_filter", "apps.int_events", "apps.fabric", "apps.hicn", "apps.highway",
+        "apps.dns")
 
 
 def _import_if_present(name: str) -> ModuleType | None:

@@ -17,6 +17,7 @@ PIECES = (
     "compiler.cli",
     "switch.cli",
     "shim.cli",
+    "shim.cluster.cli",
     "controller.cli",
     "controller.net_cli",
     "apps.cli",

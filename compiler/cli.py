@@ -14,8 +14,15 @@ def register(sub) -> None:
                        description="Compile an annotated P4 header spec and packet-subscription "
                                    "rules into the pipeline IR (pipeline.json), table entries "
                                    "(entries.json) and statistics (stats.json).")
-    p.add_argument("spec", help="annotated P4_16 header spec, e.g. p4/itch/itch.p4")
-    p.add_argument("rules", help="rules file, one rule per line (or '-' for stdin)")
+    p.add_argument("spec", nargs="?", help="annotated P4_16 header spec, e.g. p4/itch/itch.p4")
+    p.add_argument("rules", nargs="?", help="rules file, one rule per line (or '-' for stdin)")
+    p.add_argument("--app", action="append", metavar="NAME=SPEC[:RULES]",
+                   help="instead of SPEC RULES: one application of several on one switch "
+                        "(repeatable; NAME prefixes its tables), all in one static program "
+                        "whose rules change per application (docs/multi-app.md)")
+    p.add_argument("--ipv4", metavar="ROUTES",
+                   help="with --app: plain IPv4 routes, one 'PREFIX/LEN PORT' or "
+                        "'PREFIX/LEN drop' a line, into the ipv4_lpm table")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--field-order", help="comma-separated fields, first tested first")
     p.add_argument("--dot", help="also write the decision diagram as Graphviz dot")
@@ -34,7 +41,8 @@ def register(sub) -> None:
                         "'- RULE' removes one equal to it; each change's time and writes are "
                         "printed, and the outputs are those of the final rule set (identical "
                         "to compiling it from scratch, but that stateful rules keep the "
-                        "register banks and cells they were given when added)")
+                        "register banks and cells they were given when added); with --app, "
+                        "NAME=FILE: the changes are to application NAME")
     p.add_argument("--lanes", metavar="auto|N", default=None,
                    help="split the rules into up to N groups compiled into separate diagrams "
                         "whose port bitmaps are OR-ed (rules on independent fields: the sum of "
@@ -67,6 +75,12 @@ def cmd_compile(args) -> int:
     from compiler.rules import parse_rules
     from compiler.spec import parse_spec
 
+    if args.app or args.ipv4:
+        return cmd_compile_apps(args)
+    if args.spec is None or args.rules is None:
+        print("camus compile: error: give SPEC RULES, or --app NAME=SPEC[:RULES] (repeatable)",
+              file=sys.stderr)
+        return 2
     try:
         spec = parse_spec(_read_text(Path(args.spec)), name=Path(args.spec).stem, source=args.spec)
         if args.rules == "-":
@@ -138,6 +152,76 @@ def cmd_compile(args) -> int:
     print(f"{st['rules']} rules -> {st['entries']['total']} entries{in_lanes}, {st['states']} states, "
           f"{st['multicast_groups']} multicast groups in {st['compile_seconds']:.2f} s; "
           f"wrote {args.out}/pipeline.json, entries.json, stats.json", file=sys.stderr)
+    return 0
+
+
+def cmd_compile_apps(args) -> int:
+    """`camus compile --app NAME=SPEC[:RULES] ... [--ipv4 ROUTES] [--changes NAME=FILE]`:
+    several applications and plain IPv4 in one static pipeline (compiler.multi)."""
+    from compiler.multi import AppSource, Switchboard
+
+    if args.spec is not None or args.rules is not None:
+        print("camus compile: error: --app replaces SPEC RULES: give one or the other",
+              file=sys.stderr)
+        return 2
+    if not args.app:
+        print("camus compile: error: --ipv4 goes with --app NAME=SPEC[:RULES]", file=sys.stderr)
+        return 2
+    for flag, given in (("--field-order", args.field_order), ("--dot", args.dot),
+                        ("--alpha", args.alpha), ("--lanes", args.lanes)):
+        if given is not None:
+            print(f"camus compile: error: {flag} compiles one application: not with --app",
+                  file=sys.stderr)
+            return 2
+    try:
+        board = Switchboard.from_sources([AppSource.parse(a) for a in args.app], args.ipv4,
+                                         lambda path: _read_text(Path(path)))
+        for text in ([args.changes] if args.changes else []):
+            name, eq, path = text.partition("=")
+            if not eq:
+                raise CamusError("with --app, --changes is NAME=FILE: the application the "
+                                 "changes are to")
+            for n, sign, rs in read_changes(Path(path), board.spec(name)):
+                step = board.change(name, rs, []) if sign > 0 else board.change(name, [], rs)
+                touched = sorted({e["table"] for e in (*step.insert, *step.modify,
+                                                        *step.delete)})
+                print(f"change (line {n}, {'+' if sign > 0 else '-'}) to {name}: "
+                      f"{len(step.insert)} inserts, {len(step.modify)} modifies, "
+                      f"{len(step.delete)} deletes, {len(step.set_groups)} groups set, "
+                      f"{len(step.delete_groups)} groups deleted; tables "
+                      f"{', '.join(touched) or 'none'}", file=sys.stderr)
+        entries = board.entries()
+        if args.max_entries and len(entries["table_entries"]) > args.max_entries:
+            raise CamusError(f"the applications compile to {len(entries['table_entries']):,} "
+                             f"entries, more than the budget of {args.max_entries:,} "
+                             f"(--max-entries; 0: no limit)")
+        if args.p4 and board.pipeline.version != 3:
+            raise CamusError("--p4: the P4 program does not run actions beyond fwd, default "
+                             "actions, DNS framing or state yet (docs/actions.md, "
+                             "\"Targets\"); compile without --p4, or without those "
+                             "applications")
+    except (CamusError, ValueError, OSError) as exc:
+        print(f"camus compile: error: {exc}", file=sys.stderr)
+        return 2
+    from pipeline import document
+    from pipeline.entries import write as write_entries
+
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "pipeline.json").write_text(document.dumps(board.pipeline))
+        with open(out / "entries.json", "w") as fh:
+            write_entries(entries, fh)
+        if args.p4:
+            from compiler.p4 import write_p4
+
+            write_p4(board.pipeline, entries, out)
+    except OSError as exc:
+        print(f"camus compile: error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 2
+    per_app = ", ".join(f"{name} {len(a.rules)} rules" for name, a in board.apps.items())
+    print(f"{per_app}, {len(board.routes)} routes -> {len(entries['table_entries'])} entries; "
+          f"wrote {args.out}/pipeline.json, entries.json", file=sys.stderr)
     return 0
 
 

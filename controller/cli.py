@@ -19,7 +19,7 @@ import grpc
 
 
 from controller.p4runtime_client import DEFAULT_TARGET, ArbitrationError, P4RuntimeClient, WriteError
-from controller.push import TargetConfig, push
+from controller.push import CellsUnwritable, TargetConfig, push
 from p4rt.index import UnknownName
 from p4rt.values import BadValue
 from pipeline import document
@@ -49,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "running the fabric program (p4c's P4Info of `camus net compile --p4`)")
     p.add_argument("--batch", type=int, default=500, metavar="N", help="updates per WriteRequest (default 500)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-RPC timeout in seconds")
+    p.add_argument("--previous", metavar="DIR",
+                   help="state: the directory the target was last pushed from; the register cells of "
+                        "rules that stay (same text and line) keep their values, only new rules' cells "
+                        "are zeroed (default: every stateful rule's cells are zeroed)")
     p.set_defaults(func=run_push)
 
 
@@ -65,7 +69,9 @@ def run_push(args: argparse.Namespace) -> int:
         entries = (json.loads(entries_path.read_text()) if entries_path.exists()
                    else {"camus_entries": ENTRIES_VERSION})
         # Checked here, so that a stale or broken directory fails before anything is written.
-        document.from_json(json.loads((Path(args.pipeline) / "pipeline.json").read_text()))
+        model = document.from_json(json.loads((Path(args.pipeline) / "pipeline.json").read_text()))
+        previous = (json.loads((Path(args.previous) / "entries.json").read_text())
+                    if args.previous else None)
         if args.fabric:
             from controller.fabric_p4 import switch_entries
             from controller.topology import Topology
@@ -84,7 +90,7 @@ def run_push(args: argparse.Namespace) -> int:
     try:
         with P4RuntimeClient(args.target, args.device_id, args.election_id, args.timeout) as client:
             client.arbitrate()
-            report = push(client, config, entries, args.batch)
+            report = push(client, config, entries, args.batch, pipeline=model, previous=previous)
     except grpc.FutureTimeoutError:
         print(f"camus controller push: {args.target}: not reachable in {args.timeout} s", file=sys.stderr)
         return 1
@@ -94,6 +100,9 @@ def run_push(args: argparse.Namespace) -> int:
     except WriteError as exc:
         for e in exc.errors:
             print(f"camus controller push: {e}", file=sys.stderr)
+        return 1
+    except CellsUnwritable as exc:
+        print(f"camus controller push: {args.target}: {exc}", file=sys.stderr)
         return 1
     except grpc.RpcError as exc:
         print(f"camus controller push: {args.target}: {exc.code().name}: {exc.details()}", file=sys.stderr)

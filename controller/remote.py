@@ -53,7 +53,7 @@ import grpc
 from controller.diff import Changes, patch
 from controller.embedded import REBUILD_AT, EmbeddedTarget
 from controller.p4runtime_client import DEFAULT_BATCH, ArbitrationError, P4RuntimeClient, WriteError
-from controller.push import TargetConfig, push, read_state
+from controller.push import TargetConfig, push, read_state, reset_updates
 from controller.target import INGRESS_PORT, LOCAL_INGRESS, Emitted, Target, TargetError, TargetUnavailable
 from p4rt.entries import entry_dict, group_dict, multicast_entry, table_entry
 from p4rt.entry_key import entry_key
@@ -61,6 +61,7 @@ from p4rt.index import P4InfoIndex
 from p4rt.p4info import build_p4info
 from p4rt.protos import p4runtime_pb2
 from pipeline import document
+from pipeline.model import Pipeline
 from switch.ports import grow_receive_buffer
 
 log = logging.getLogger("camus.remote")
@@ -234,7 +235,10 @@ class RemoteTarget(Target):
                 self.client.close()
                 self.client = None
             self.client = self._connect()
-        report = push(self.client, self.config, self.desired, self.batch)
+        model = None  # resets of state cells need the IR (controller.push)
+        if self.desired.get("state_instances"):
+            model = self.pipeline if isinstance(self.pipeline, Pipeline) else document.from_json(self.pipeline)
+        report = push(self.client, self.config, self.desired, self.batch, pipeline=model)
         self._stale = False
         if report.pipeline_set:
             self.stats.restores += 1
@@ -320,6 +324,12 @@ class RemoteTarget(Target):
                 update = Update(type=kind, entity=group(gid, replicas))
             elif op == "delete_group":
                 update = Update(type=Update.DELETE, entity=group(item, ()))
+            elif op == "reset_cells":  # IR 4: the cells a new rule takes over, zeroed
+                if op != last:
+                    steps.append([])
+                    last = op
+                steps[-1] += reset_updates(self.index, [item])
+                continue
             else:
                 kind = {"delete": Update.DELETE, "insert": Update.INSERT, "modify": Update.MODIFY}[op]
                 update = Update(type=kind, entity=entry(item))

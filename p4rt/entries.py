@@ -3,7 +3,8 @@
 `table_entry` and `entry_dict` convert one table entry each way, dispatching every match key
 on its kind through `p4rt.match_kinds` (don't-care keys omitted on the wire and restored when
 decoding); values are canonical bytestrings (`p4rt.values`). `multicast_entry` and
-`group_dict` do the same for multicast groups. Decoding checks what a server must refuse:
+`group_dict` do the same for multicast groups, `register_entry` and `cell_value` for
+register cells (IR 4 state). Decoding checks what a server must refuse:
 unknown ids, a key given twice or of the wrong kind, a missing exact key, an action the table
 does not allow (`UnknownName`, `BadValue`).
 """
@@ -111,3 +112,27 @@ def group_dict(pre: p4runtime_pb2.PacketReplicationEngineEntry) -> dict:
             port = rep.egress_port
         replicas.append({"port": port, "rid": rep.instance})
     return {"id": mg.multicast_group_id, "replicas": sorted(replicas, key=lambda r: (r["port"], r["rid"]))}
+
+
+def register_entry(index: P4InfoIndex, register: str, cell: int, value: int | None = None) -> p4runtime_pb2.RegisterEntry:
+    """One cell of a register (IR or P4 name) as a P4Runtime RegisterEntry: with `value`, what
+    a MODIFY writes (IR 4: zero, for the cells a new rule takes over); without, what a Read
+    asks for."""
+    r = index.register(register)
+    if not 0 <= cell < r.size:
+        raise BadValue(f"register {r.name!r} has {r.size} cells, not a cell {cell}")
+    entry = p4runtime_pb2.RegisterEntry(register_id=r.id)
+    entry.index.index = cell
+    if value is not None:
+        entry.data.bitstring = encode(value, r.bitwidth)
+    return entry
+
+
+def cell_value(index: P4InfoIndex, entry: p4runtime_pb2.RegisterEntry) -> int:
+    """The value of a RegisterEntry a Read returned."""
+    r = index.registers.get(entry.register_id)
+    if r is None:
+        raise UnknownName(f"no register with id {entry.register_id:#x}")
+    if entry.data.WhichOneof("data") != "bitstring":
+        raise BadValue(f"register {r.name!r}: a cell is a bitstring, not {entry.data.WhichOneof('data')}")
+    return decode(entry.data.bitstring, r.bitwidth, f"{r.name}[{entry.index.index}]")

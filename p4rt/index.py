@@ -56,6 +56,17 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Register:
+    """A register array (IR 4: one bank of a state): its cells' width and how many."""
+
+    id: int
+    name: str  # P4 name
+    ir_name: str
+    bitwidth: int
+    size: int
+
+
+@dataclass(frozen=True)
 class Action:
     id: int
     name: str
@@ -65,13 +76,15 @@ class Action:
 
 
 class P4InfoIndex:
-    """Tables, actions and counters of a P4Info, addressable by IR name, P4 name or id."""
+    """Tables, actions, registers and counters of a P4Info, addressable by IR name, P4 name
+    or id."""
 
     def __init__(self, p4info: p4info_pb2.P4Info):
         self.p4info = p4info
         self.tables: dict[int, Table] = {}
         self.actions: dict[int, Action] = {}
         self.counters: dict[str, p4info_pb2.Counter] = {}
+        self.registers: dict[int, Register] = {}
         self._names: dict[tuple[str, str], int] = {}
         for t in p4info.tables:
             self.tables[t.preamble.id] = Table(t.preamble.id, t.preamble.name, ir_name(t.preamble.name),
@@ -85,6 +98,10 @@ class P4InfoIndex:
             self._register("action", a.preamble)
         for c in p4info.counters:
             self.counters[c.preamble.name] = c
+        for r in p4info.registers:
+            self.registers[r.preamble.id] = Register(r.preamble.id, r.preamble.name, ir_name(r.preamble.name),
+                                                     r.type_spec.bitstring.bit.bitwidth, r.size)
+            self._register("register", r.preamble)
 
     def _register(self, kind: str, preamble: p4info_pb2.Preamble) -> None:
         # Full names win over aliases and IR names when two entities could share one.
@@ -103,3 +120,9 @@ class P4InfoIndex:
         if aid is None:
             raise UnknownName(f"the P4Info has no action {name!r}")
         return self.actions[aid]
+
+    def register(self, name: str) -> Register:
+        rid = self._names.get(("register", name))
+        if rid is None:
+            raise UnknownName(f"the P4Info has no register {name!r}")
+        return self.registers[rid]

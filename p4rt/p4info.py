@@ -4,14 +4,18 @@ A pipeline IR (pipeline.json) becomes one P4 program (compiler/p4) whose control
 follow docs/pipeline-ir.md, "P4 names" (`p4rt.names`): the tables `CamusIngress.<T>` (and
 `CamusEgress.egress_udp_rewrite`) with the contract's match fields, the actions
 `CamusIngress.set_state/fwd/mcast/drop` and `CamusEgress.set_udp_port`, and `NoAction` as
-every table's default-only action. Two P4Infos describe that program:
+every table's default-only action; a pipeline with state (IR 4) adds its bind and decide
+tables, the actions `CamusIngress.stateful/bind/decide` and one register
+`CamusIngress.<R>` per bank of each state (`bit<cell_width>` cells, `slots` of them), which
+a controller writes through P4Runtime `RegisterEntry`s when a rule takes over cells. Two
+P4Infos describe that program:
 
 * `program_p4info(pipeline)`: what p4c writes for the emitted program (ids, aliases,
   annotations and order as p4c's), written as p4info.txtpb beside program.p4;
 * `build_p4info(pipeline, counters=...)`: the software switch's: the same tables and
   actions, and it may add its own counters.
 
-Both number every table and action over the program's name set (`p4rt.ids`, p4c's
+Both number every table, action and register over the program's name set (`p4rt.ids`, p4c's
 algorithm), so an entity has one id on the software switch and on bmv2
 (tests/p4/test_p4info_agree.py); controllers resolve every id by name anyway.
 
@@ -38,6 +42,7 @@ PREFIX = p4info_pb2.P4Ids
 # The program's actions in the order p4c's P4Info lists them: NoAction, then each control's
 # actions as compiler/p4/controls.py declares them (tests/p4/test_p4c_ids.py checks this).
 ACTION_ORDER = ("NoAction", f"{INGRESS}.drop", f"{INGRESS}.set_state", f"{INGRESS}.fwd", f"{INGRESS}.mcast",
+                *(f"{INGRESS}.{action}" for action in ("stateful", "bind", "decide")),  # IR 4: state
                 *(f"{INGRESS}.{action}" for _, _, action, _ in FABRIC_TABLES), f"{EGRESS}.set_udp_port")
 
 
@@ -50,11 +55,21 @@ class _Table:
 
 
 @dataclass(frozen=True)
+class _Register:
+    name: str  # P4 name
+    ir_name: str
+    bitwidth: int  # of a cell
+    size: int  # cells
+
+
+@dataclass(frozen=True)
 class _Program:
     tables: list[_Table]
     actions: dict[str, list[tuple[str, int]]]  # P4 name -> [(param, bitwidth)]
     table_ids: dict[str, int]  # P4 name -> id, for every table
     action_ids: dict[str, int]  # and every action
+    registers: list[_Register]  # IR 4: each state's banks, in declaration order
+    register_ids: dict[str, int]
 
 
 def _ir_tables(pipeline: Pipeline) -> list[_Table]:
@@ -89,9 +104,26 @@ def _program(pipeline: Pipeline, fabric: bool = False) -> _Program:
     used = {a for t in tables for a in t.actions}
     actions = {name: params for name, params in actions.items() if name in used}
     actions["NoAction"] = []
+    registers = _registers(pipeline)
     taken: set[int] = set()
     return _Program(tables, actions, p4c_id_map(PREFIX.TABLE, [t.name for t in tables], taken),
-                    p4c_id_map(PREFIX.ACTION, list(actions), taken))
+                    p4c_id_map(PREFIX.ACTION, list(actions), taken), registers,
+                    p4c_id_map(PREFIX.REGISTER, [r.name for r in registers], taken))
+
+
+def _registers(pipeline: Pipeline) -> list[_Register]:
+    """Every register of every state (docs/pipeline-ir.md, "State"), in the order the
+    program declares them: applications, their states, and banks in IR order."""
+    return [_Register(f"{INGRESS}.{r}", r, var.cell_width, var.slots)
+            for app in pipeline.applications if app.state
+            for var in app.state.vars for r in var.registers]
+
+
+def _add_register(info: p4info_pb2.P4Info, r: _Register, program: _Program, alias: str) -> None:
+    out = info.registers.add()
+    out.preamble.id, out.preamble.name, out.preamble.alias = program.register_ids[r.name], r.name, alias
+    out.type_spec.bitstring.bit.bitwidth = r.bitwidth
+    out.size = r.size
 
 
 def _add_table(info: p4info_pb2.P4Info, t: _Table, program: _Program, alias: str, default_only: list[str]) -> None:
@@ -124,6 +156,8 @@ def build_p4info(pipeline: Pipeline, *, counters: bool = False) -> p4info_pb2.P4
         _add_table(info, t, program, t.ir_name, [])
     for name in sorted(program.actions, key=program.action_ids.get):
         _add_action(info, name, program, name.rsplit(".", 1)[-1])
+    for r in program.registers:
+        _add_register(info, r, program, r.ir_name)
     if counters:
         _add_counters(info, [t.ir_name for t in tables])
     return info
@@ -148,7 +182,8 @@ def program_p4info(pipeline: Pipeline, fabric: bool = False) -> p4info_pb2.P4Inf
     core.p4's annotation on NoAction, an empty `type_info`, and only the architecture in
     `pkg_info` (the program has no @pkginfo)."""
     program = _program(pipeline, fabric)
-    aliases = shortest_unique_suffixes([t.name for t in program.tables] + list(program.actions))
+    aliases = shortest_unique_suffixes([t.name for t in program.tables] + list(program.actions)
+                                       + [r.name for r in program.registers])
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = "v1model"
     for t in program.tables:  # in declaration order, as p4c lists them
@@ -159,6 +194,8 @@ def program_p4info(pipeline: Pipeline, fabric: bool = False) -> p4info_pb2.P4Inf
         action = _add_action(info, name, program, aliases[name])
         if name == "NoAction":
             action.preamble.annotations.append('@noWarn("unused")')
+    for r in program.registers:  # after the actions, as p4c lists them
+        _add_register(info, r, program, aliases[r.name])
     info.type_info.SetInParent()
     return info
 

@@ -50,6 +50,8 @@ def register(subparsers) -> None:
                    help="the switch's table entry budget: subscriptions whose exact rules compile "
                         "to more are approximated (a superset, views re-check every record "
                         "exactly; docs/approximation.md); default the compiler's, 0 = no budget")
+    from shim.cluster.front_door_cli import add_serve_options as add_cluster_options
+    add_cluster_options(p)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log debug detail")
     p.add_argument("-q", "--quiet", action="count", default=0, help="log warnings and errors only")
     p.set_defaults(func=run)
@@ -119,6 +121,10 @@ def run_topic(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     import sys
+
+    if args.kafka is not None or args.kafka_config or args.kafka_option:  # shim/cluster
+        from shim.cluster.front_door_cli import run as run_in_front
+        return run_in_front(args)
 
     from controller.target import TargetUnavailable
     from controller.targets import check_spec

@@ -7,10 +7,10 @@ so a table declaration or a length computation is written in one place.
 
 from __future__ import annotations
 
+from compiler.p4 import state
 from compiler.p4.layout import AppLayout
 from p4rt.names import TABLE_SIZE
 
-STAGE_ACTIONS = ("set_state", "fwd", "mcast")
 IHL = "(((bit<16>)hdr.ipv4.ihl) << 2)"  # IPv4 header bytes, options included
 
 
@@ -71,8 +71,8 @@ def walk(a: AppLayout, ports_width: int) -> list[str]:
     decision is OR-ed into `meta.lane_ports` as a bitmap (fwd(p): bit p, made by `one_hot`);
     the message is then decided as an `mcast` of that union (through the application's group,
     which reaches every port a decision names), so the code after the walk needs no change."""
-    if len(a.lanes) == 1:
-        return _chain(a.stages, a.leaf_table)
+    if len(a.lanes) == 1:  # an application with state has one lane: its stages follow
+        return _chain(a.stages, a.leaf_table) + state.stages(a)
     width = ports_width
     out = ["meta.lane_ports = 0;"]
     for lane in a.lanes:

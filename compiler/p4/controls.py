@@ -15,23 +15,25 @@ egress (`compiler.p4.moldudp64_pruning`). Egress rewrites the UDP port of every 
 
 from __future__ import annotations
 
-from compiler.p4 import fabric as fabric_egress, moldudp64_pruning
-from compiler.p4.blocks import IHL, STAGE_ACTIONS, copy_lengths, egress_port_bit, indent, port_bit, table, walk
+from compiler.p4 import fabric as fabric_egress, moldudp64_pruning, state
+from compiler.p4.blocks import IHL, copy_lengths, egress_port_bit, indent, port_bit, table, walk
 from compiler.p4.layout import AppLayout
 from pipeline.model import Pipeline
 
 
 def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> str:
-    state = ("meta.state", "exact", "state")
+    key = ("meta.state", "exact", "state")
+    acts = {name: t.actions for name, t in pipeline.tables.items()}  # with `stateful` where state is
     tables = []
     for a in apps:
         for lane in a.lanes:
             for st in lane.stages:
                 f = a.fields[st.field.name]
-                tables.append(table(st.table, [state, (a.key_expr(f), st.match_kind, f.qname)],
-                                     STAGE_ACTIONS))
-                tables.append(table(st.default_table, [state], STAGE_ACTIONS))
-            tables.append(table(lane.leaf_table, [state], ("fwd", "mcast")))
+                tables.append(table(st.table, [key, (a.key_expr(f), st.match_kind, f.qname)],
+                                     acts[st.table]))
+                tables.append(table(st.default_table, [key], acts[st.default_table]))
+            tables.append(table(lane.leaf_table, [key], acts[lane.leaf_table]))
+        tables += [table(name, keys, actions) for name, keys, actions in state.tables(pipeline, a)]
     tables.append(table(pipeline.ipv4_table, [("hdr.ipv4.dst_addr", "lpm", "ipv4.dst_addr")],
                          ("fwd", "drop")))
     if fabric:
@@ -60,6 +62,7 @@ def ingress(pipeline: Pipeline, apps: list[AppLayout], fabric: bool = False) -> 
 """
     actions = actions.replace("STATE_WIDTH", str(pipeline.state_width))
     actions = actions.replace("PORTS_WIDTH", str(pipeline.ports_width))
+    actions = state.registers(apps) + actions + state.actions(pipeline)
     if fabric:
         actions += fabric_egress.actions()
     body = fabric_egress.ingress_prologue() if fabric else []

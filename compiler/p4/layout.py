@@ -39,6 +39,10 @@ class AppLayout:
         self.name = ident(app.name)
         self.port = app.udp_port
         self.framing = app.framing
+        if self.framing not in ("single", "moldudp64"):  # the IR's "dns": answerDNS
+            raise ValueError(f"application {app.name!r}: framing {app.framing!r} has no P4 program "
+                             f"(it runs on camus's software switch); the P4 target emits single "
+                             f"and moldudp64 applications")
         self.message_bytes = app.message_bytes
         self.headers = app.message.headers
         for h in self.headers + ((app.packet_header,) if app.packet_header else ()):

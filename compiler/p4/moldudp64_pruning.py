@@ -21,7 +21,7 @@ beyond entries.json is needed; every copy is then pruned the way docs/pipeline-i
 
 from __future__ import annotations
 
-from compiler.p4 import fabric as fabric_egress
+from compiler.p4 import fabric as fabric_egress, state
 from compiler.p4.blocks import copy_lengths, indent, one_hot, port_bit, walk
 from compiler.p4.layout import AppLayout
 
@@ -40,7 +40,7 @@ def metadata(a: AppLayout, ports_width: int) -> list[tuple[str, str, bool, str]]
     for s in range(a.slots):
         out += [("bit<2>", a.meta(f"dkind_{s}"), True, f"block {s}'s decision, as kind (1 fwd, 2 mcast)"),
                 (f"bit<{ports_width}>", a.meta(f"dports_{s}"), True, "and its port bitmap")]
-    return out
+    return out + state.mold_metadata(a)
 
 
 def _m(a: AppLayout) -> dict[str, str]:
@@ -62,12 +62,22 @@ def ingress(a: AppLayout, ports_width: int, fabric: bool = False) -> list[str]:
         f"    // This pass evaluates the first subscription message at or after block {m['index']}.",
         f"    bit<8> slot = {NO_SLOT};",
     ]
+    stateful = a.app.state is not None
+    if stateful and a.app.state.timestamp is None:
+        out += [f"    if ({m['index']} == 0) {{",
+                "        // Every message of the packet has the time of its first pass (a resubmitted",
+                "        // pass has an ingress timestamp of its own).",
+                f"        meta.{a.meta('ts')} = standard_metadata.ingress_global_timestamp;",
+                "    }"]
     for s in range(a.slots):
         lead = "if" if s == 0 else "} else if"
         reached = f"{m['index']} == 0" if s == 0 else f"{m['index']} <= {s}"
         out.append(f"    {lead} ({reached} && {_valid(a, s)}) {{")
         out.append(f"        slot = {s};")
-        out += [f"        {a.key_expr(f)} = {a.field_ref(f, s)};" for f in a.fields.values()]
+        out += [f"        {a.key_expr(f)} = {a.field_ref(f, s)};"
+                for f in [*a.fields.values(), *state.state_fields(a)]]
+        if stateful:
+            out.append(f"        meta.{a.meta('msglen')} = hdr.{a.len_instance(s)}.length;")
     out.append("    }")
     out.append(f"    if (slot != {NO_SLOT}) {{")
     out += indent(walk(a, ports_width), 8)

@@ -121,18 +121,33 @@ class Wire:
         return got
 
     def exchange(self, frames: list[bytes], expected: list[int], window: int = 32,
-                 timeout: float = 3.0, settle: float = 0.15) -> list[tuple[int, bytes]]:
+                 timeout: float = 3.0, settle: float = 0.15, alone: frozenset[int] = frozenset(),
+                 idle: float = 0.05) -> list[tuple[int, bytes]]:
         """Send `frames` into port 0, `expected[i]` copies predicted for frame i; every copy
-        that came back, as (port, bytes) in arrival order."""
+        that came back, as (port, bytes) in arrival order.
+
+        Frames whose indexes are in `alone` go in a window of their own, and the next frame
+        waits until they are done: their copies are in, or `idle` seconds have passed if
+        none is predicted. That is for state: a MoldUDP64 packet of several messages is
+        resubmitted once per message, and bmv2 queues a resubmitted pass behind the frames
+        that arrived meanwhile, so a frame sent too early would be evaluated between two
+        messages of the packet before it, where every reference evaluates it after both."""
         stray = self.take()
         if stray:
             raise AssertionError(f"{len(stray)} copies arrived between exchanges, e.g. {stray[0]!r}")
-        owed = 0
-        for start in range(0, len(frames), window):
-            for i in range(start, min(start + window, len(frames))):
-                self.tx.send(frames[i])
-                owed += expected[i]
-            self._wait(owed, timeout)
+        owed, batch = 0, []
+        for i, frame in enumerate(frames):
+            if i in alone and batch:
+                self._wait(owed, timeout)
+                batch = []
+            self.tx.send(frame)
+            owed += expected[i]
+            batch.append(i)
+            if i in alone or len(batch) == window or i == len(frames) - 1:
+                self._wait(owed, timeout)
+                if i in alone and not expected[i]:
+                    time.sleep(idle)
+                batch = []
         time.sleep(settle)
         return self.take()
 
@@ -228,6 +243,7 @@ class Device:
         self._configs: dict = {}
         self.compiles = 0  # p4c runs
         self.pushes = 0  # rule sets written
+        self.cells_written = 0  # register cells zeroed through write_cells
 
     def config(self, pipeline, slots: int = 8):
         """The device config for `pipeline`, compiled once per distinct (pipeline, slots)."""
@@ -244,26 +260,43 @@ class Device:
                 self._configs[key] = software_switch_config(pipeline)
         return self._configs[key]
 
-    def program(self, pipeline, entries: dict, slots: int = 8):
-        """Make the device run `pipeline`'s program (set only if it changed) holding exactly
+    def program(self, pipeline, entries: dict, slots: int = 8, fresh: bool = False):
+        """Make the device run `pipeline`'s program (set only if it changed, or always when
+        `fresh`: a program set anew starts with every register cell 0) holding exactly
         `entries`; the push report."""
         from controller.push import push
 
         self.pushes += 1
         try:
-            return push(self.client, self.config(pipeline, slots), entries)
+            return push(self.client, self.config(pipeline, slots), entries, pipeline=pipeline, fresh=fresh)
         except Exception:
             if self.exited():
                 raise AssertionError(f"{self.kind} exited ({self.proc.proc.returncode}) before "
                                      f"rule set {self.pushes}; its log ends:\n{self.log_tail()}") from None
             raise
 
+    def write_cells(self, register: str, first: int, count: int) -> None:
+        """Zero register cells first..first+count-1 the device's own way, for a device whose
+        P4Runtime server refuses register writes (bmv2's PI: "Register writes are not
+        supported yet"): bmv2's Thrift runtime, through its CLI inside the device's network
+        namespace (simple_switch_grpc serves Thrift on 9090 there)."""
+        import subprocess
+
+        if self.kind != "bmv2":
+            raise NotImplementedError(f"{self.kind}: cells are written through P4Runtime")
+        lines = "".join(f"register_write {register} {i} 0\n" for i in range(first, first + count))
+        run = subprocess.run([*self.proc.ns.exec(), "simple_switch_CLI", "--thrift-port", "9090"],
+                             input=lines, capture_output=True, text=True, timeout=60)
+        if run.returncode != 0 or "Error" in run.stdout or "Invalid" in run.stdout:
+            raise AssertionError(f"simple_switch_CLI could not write {register}: {run.stdout[-500:]}{run.stderr[-500:]}")
+        self.cells_written += count
+
     def log_tail(self, n: int = 3000) -> str:
         self.proc.log.flush()
         return (self.proc.tmp / "device.log").read_text(errors="replace")[-n:]
 
-    def run(self, frames: list[bytes], expected: list[int]) -> list[tuple[int, bytes]]:
-        return self.wire.exchange(frames, expected)
+    def run(self, frames: list[bytes], expected: list[int], **pacing) -> list[tuple[int, bytes]]:
+        return self.wire.exchange(frames, expected, **pacing)
 
     def exited(self) -> bool:
         return self.proc.exited()

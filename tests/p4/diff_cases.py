@@ -26,15 +26,21 @@ from __future__ import annotations
 import random
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from compiler.compile import Compiled, compile_rules
+from compiler.errors import StateError
 from compiler.rules import parse_rules
-from compiler.semantics import evaluate
-from compiler.spec import Spec, load_spec
+from compiler.semantics import Evaluator, Packet, evaluate
+from compiler.spec import Spec, load_spec, parse_spec
 from switch.packet import ipv4_address, ipv4_checksum, mold_payload, udp_frame
 from tests.compiler.gen import FieldGen, random_filter, random_message, random_spec
+# (the stateful language's rule generator, over SINGLE_STATE_SPEC's names; imported here, at
+# the top, because importing that test module inside a Hypothesis test nests its @given)
+from tests.compiler.test_stateful_properties import random_rule as random_state_rule
 from tests.p4.bmv2_harness import PORT_NUMBERS
 
+ROOT = Path(__file__).resolve().parents[2]
 SPECS = {"itch": "p4/itch/itch.p4", "int": "p4/int/int.p4", "kafka": "p4/kafka/kafka.p4"}
 RULE_PORTS = PORT_NUMBERS[1:]  # every port of the device but the input
 DESTINATIONS = [ipv4_address(a) for a in ("10.0.0.2", "10.1.2.3", "10.200.0.9", "232.0.0.1",
@@ -284,3 +290,178 @@ def probes(rs: RuleSet, rng: random.Random, n: int, slots: int = 8) -> list[Prob
 def random_spec_case(rng: random.Random):
     """A random spec (tests/compiler/gen.py) and its generators."""
     return random_spec(rng)
+
+
+# ---- state (IR 4): random stateful specs, rules and timed frames -------------------------
+#
+# The time of a message is a field of it (`query_timestamp`), so bmv2's real-time clock does
+# not matter and every target sees the same times; `untimed` cases use the device clock
+# instead, with windows so long (2^40 µs, about 12 days) that every message falls in window
+# 0, which is what the references compute at time 0. Frames go through every target in the
+# order they are generated, one Evaluator following them message by message.
+
+ITCH_STATE_RULE_PORTS = RULE_PORTS[:6]
+STATE_PRICES = [10, 30, 50, 51, 70, 200]
+LONG_WINDOW = 1 << 40
+
+
+@dataclass
+class StateCase:
+    """A stateful rule set: its spec text (for the failure message), the compiled rules, the
+    Evaluator that gives every frame's port set in order, and what the frames are made of."""
+
+    kind: str  # "itch" | "single"
+    rs: RuleSet
+    spec_text: str
+    timed: bool
+    evaluator: object
+    ts_us: int = 0  # the current time the next frame starts from
+
+
+def _itch_state_spec(rng: random.Random, timed: bool) -> tuple[str, str]:
+    """The ITCH spec with a counter, an average (maybe keyed) and a meter; the time field's
+    unit ("" untimed)."""
+    base = (ROOT / SPECS["itch"]).read_text()
+    w = (lambda *choices: LONG_WINDOW) if not timed else (lambda *choices: rng.choice(choices))
+    keyed = rng.random() < 0.5
+    unit = rng.choice(["ns", "us"]) if timed else ""
+    lines = [f"@pragma query_counter(my_counter, {w(50, 100, 1000)}, 64)",
+             f"@pragma query_average(itch_order.price, {w(100, 1000)}, 64"
+             + (", itch_order.stock_locate, 4)" if keyed else ")")]
+    if timed:  # a meter's threshold over a 12-day window is never reached by a few frames
+        lines.append(f"@pragma query_meter(orders, {rng.choice(['packets', 'bytes'])}, {w(200, 500)}, 64)")
+    lines.append(f"@pragma query_banks({rng.randint(1, 4)})")
+    if timed:
+        lines.append(f"@pragma query_timestamp(itch_order.timestamp, {unit})")
+    return base + "\n" + "\n".join(lines) + "\n", unit
+
+
+def _itch_state_filter(rng: random.Random, spec_text: str, depth: int = 0) -> str:
+    r = rng.random()
+    if depth < 2 and r < 0.25:
+        parts = [_itch_state_filter(rng, spec_text, depth + 1) for _ in range(2)]
+        return "(" + f" {rng.choice(['and', 'or'])} ".join(parts) + ")"
+    if depth < 2 and r < 0.32:
+        return "not " + _itch_state_filter(rng, spec_text, depth + 1)
+    op = rng.choice(["==", "!=", "<", "<=", ">", ">="])
+    atoms = [f'stock {rng.choice(["==", "!="])} "{rng.choice(STOCKS).decode()}"',
+             f"price {op} {rng.choice(STATE_PRICES)}", f"shares {op} {rng.choice([100, 600])}",
+             f"my_counter {op} {rng.randint(0, 5)}", f"avg(price) {op} {rng.choice(STATE_PRICES)}"]
+    if "query_meter(orders, packets" in spec_text:
+        window = int(spec_text.split("query_meter(orders, packets, ")[1].split(",")[0])
+        atoms.append(f"rate(orders) {op} {rng.randint(0, 5) * 1_000_000 // window}")
+    elif "query_meter(orders, bytes" in spec_text:
+        window = int(spec_text.split("query_meter(orders, bytes, ")[1].split(",")[0])
+        atoms.append(f"rate(orders) {op} {rng.choice([0, 36, 40, 76, 120, 200]) * 1_000_000 // window}")
+    return rng.choice(atoms)
+
+
+def _itch_state_rules(rng: random.Random, spec_text: str, n: int) -> str:
+    updates = ["count(my_counter)", "avg(price)"] + (["meter(orders)"] if "query_meter" in spec_text else [])
+    lines = []
+    for _ in range(n):
+        actions = [f"fwd({', '.join(map(str, sorted(rng.sample(ITCH_STATE_RULE_PORTS, rng.randint(1, 2)))))})"]
+        if rng.random() < 0.3:
+            actions += rng.sample(updates, rng.randint(1, 2))
+        rng.shuffle(actions)
+        lines.append(f"{_itch_state_filter(rng, spec_text)} : {', '.join(actions)}")
+    return "\n".join(lines)
+
+
+SINGLE_STATE_SPEC = """\
+header m { bit<8> k; bit<8> a; bit<16> b; bit<32> t; }
+@pragma udp_port(4321)
+@pragma query_field_exact(m.k)
+@pragma query_field(m.a)
+@pragma query_field(m.b)
+@pragma query_counter(c, 10, 64)
+@pragma query_counter(ck, 7, 64, m.k, 4)
+@pragma query_average(m.a, 20, 64)
+@pragma query_meter(mp, packets, 50, 64, m.k, 2)
+@pragma query_meter(mb, bytes, 30, 64)
+"""
+
+
+def state_case(kind: str, rng: random.Random, timed: bool = True, n_rules: int | None = None) -> StateCase:
+    """A random stateful rule set the compiler accepts (redrawn while the machine model
+    refuses it: banks, combinations), with routes and rewrites as `rule_set`'s."""
+    while True:
+        if kind == "itch":
+            spec_text, _ = _itch_state_spec(rng, timed)
+            spec = parse_spec(spec_text, name="itch")
+            text = _itch_state_rules(rng, spec_text, n_rules or rng.choice([1, 2, 3, 5]))
+        else:
+            unit = rng.choice(["us", "ms", "ns"])
+            spec_text = SINGLE_STATE_SPEC + f"@pragma query_banks({rng.randint(1, 3)})\n" \
+                + f"@pragma query_timestamp(m.t, {unit})\n"
+            spec = parse_spec(spec_text, name="st")
+            text = "\n".join(random_state_rule(rng) for _ in range(n_rules or rng.choice([1, 2, 3, 5])))
+        rules = parse_rules(text, spec)
+        try:
+            c = compile_rules(spec, rules, static=rng.random() < 0.5)
+        except StateError:
+            continue
+        routes, more = extras(rng, c.pipeline)
+        entries = {**c.entries, "table_entries": list(c.entries["table_entries"]) + more,
+                   "multicast_groups": list(c.entries.get("multicast_groups", []))}
+        rs = RuleSet(kind, spec, text, c, routes, entries)
+        return StateCase(kind, rs, spec_text, timed, Evaluator(rules), rng.randint(0, 2000))
+
+
+def _itch_state_message(case: StateCase, rng: random.Random, ts_us: int) -> bytes:
+    unit = "ns" if "timestamp, ns" in case.spec_text else "us"
+    stamp = max(0, ts_us * 1000 + rng.randint(-300_000, 300_000)) if unit == "ns" else ts_us
+    return (rng.choice([b"A", b"F"]) + struct.pack("!HH", rng.randint(0, 7), rng.randrange(1 << 16))
+            + (stamp & ((1 << 48) - 1)).to_bytes(6, "big") + struct.pack("!Q", rng.randrange(1 << 64))
+            + rng.choice([b"B", b"S"]) + struct.pack("!I", rng.choice([100, 600]))
+            + rng.choice(STOCKS).ljust(8) + struct.pack("!I", rng.choice(STATE_PRICES)))
+
+
+def _itch_values(msg: bytes) -> dict[str, int]:
+    fields = [("message_type", 0, 8), ("stock_locate", 8, 16), ("tracking_number", 24, 16),
+              ("timestamp", 40, 48), ("order_ref", 88, 64), ("buy_sell_indicator", 152, 8),
+              ("shares", 160, 32), ("stock", 192, 64), ("price", 256, 32)]
+    whole = int.from_bytes(msg[:36], "big")
+    return {f"itch_order.{n}": whole >> (288 - o - w) & ((1 << w) - 1) for n, o, w in fields}
+
+
+def state_probes(case: StateCase, rng: random.Random, n: int, slots: int = 8) -> list[tuple[Probe, int]]:
+    """`n` frames in time order (times step forward, sometimes back), each with the time the
+    references give it (the device's clock is not used: timed cases carry their time in the
+    messages, untimed ones sit in window 0). `Probe.want` from the case's Evaluator, which
+    sees every subscription message of every frame in order."""
+    rs, out = case.rs, []
+    for _ in range(n):
+        case.ts_us = max(0, case.ts_us + rng.choice([0, 0, 1, 3, 7, 10, 25, 40, 60, 99, 100, 250, 1000, -15, -120]))
+        dst = rng.choice(DESTINATIONS)
+        if rng.random() < 0.1:
+            out.append((ip_probe(rs, rng), 0))
+            continue
+        ports: set[int] = set()
+        when = case.ts_us if case.timed else 0
+        if case.kind == "itch":
+            blocks = []
+            for _ in range(rng.randint(1, slots)):
+                if rng.random() < 0.8:
+                    msg = _itch_state_message(case, rng, case.ts_us)
+                    if msg[:1] == b"F":
+                        msg += b"MPID"
+                    ports |= case.evaluator.packet(Packet(when, _itch_values(msg), len(msg)))
+                else:
+                    msg = rng.choice([b"S" + bytes(11), b"E" + rng.randbytes(30), b""])
+                blocks.append(msg)
+            payload = mold_payload(b"SESSION001", rng.randrange(1 << 32), blocks)
+            frame = _frame(payload, 1234, dst, rng, options=rng.random() < 0.2)
+        else:
+            values = {"m.k": rng.choice([0, 1, 2, 4, 5, 6]), "m.a": rng.choice([0, 1, 2, 3, 255]),
+                      "m.b": rng.choice([0, 1, 7, 65535])}
+            unit = case.spec_text.split("query_timestamp(m.t, ")[1][:2]
+            values["m.t"] = {"us": case.ts_us, "ms": case.ts_us // 1000, "ns": case.ts_us * 1000 + rng.randint(0, 999)}[unit] & 0xFFFFFFFF
+            msg = bytes([values["m.k"], values["m.a"]]) + struct.pack("!HI", values["m.b"], values["m.t"])
+            if rng.random() < 0.2:
+                msg += rng.randbytes(rng.randint(1, 12))  # a longer payload: bytes meters count it
+            ports |= case.evaluator.packet(Packet(when, values, len(msg)))
+            frame = _frame(msg, rs.app.udp_port, dst, rng, options=rng.random() < 0.2)
+        want, what = _selected(rs, ports, dst)
+        out.append((Probe(_pad(frame, rng), want, what), when))
+    return out

@@ -27,7 +27,7 @@ from tests.p4.p4_syntax import Program, Table, Unsupported, parse_program
 
 DROP_PORT = 511
 STD_WIDTHS = {"ingress_port": 9, "egress_spec": 9, "egress_port": 9, "egress_rid": 16,
-              "mcast_grp": 16, "packet_length": 32, "instance_type": 32}
+              "mcast_grp": 16, "packet_length": 32, "instance_type": 32, "ingress_global_timestamp": 48}
 
 
 _ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "|": operator.or_,
@@ -72,6 +72,13 @@ class Interpreter:
                        for g in entries.get("multicast_groups", [])}
         for e in entries["table_entries"]:
             self.p.tables[e["table"]].entries.append(e)
+        # Register cells (IR 4 state) live across packets, as a device's do; absent cells are 0
+        # (a fresh program), as bmv2 starts them.
+        self.registers: dict[str, dict[int, int]] = {name: {} for name in self.p.registers}
+
+    def reset_cells(self, register: str, first: int, count: int) -> None:
+        for i in range(first, first + count):
+            self.registers[register].pop(i, None)
 
     # widths
 
@@ -147,7 +154,11 @@ class Interpreter:
         return (v & ((1 << width) - 1) if width else v), width
 
     def assign(self, pkt: Packet, target, value: int) -> None:
-        if target[0] == "name":
+        if target[0] == "slice":  # x[hi:lo] = value: the other bits of x stay
+            whole, hi, lo = self.ev(pkt, target[1])[0], target[2], target[3]
+            mask = ((1 << (hi - lo + 1)) - 1) << lo
+            self.assign(pkt, target[1], whole & ~mask | (value << lo) & mask)
+        elif target[0] == "name":
             _, w = pkt.locals[target[1]]
             pkt.locals[target[1]] = (value & ((1 << w) - 1) if w else value, w)
         elif target[1] == ("name", "meta"):
@@ -207,6 +218,20 @@ class Interpreter:
                 raise Unsupported(f"call {name}")
             return None
         obj, method = fn[1], fn[2]
+        if obj[0] == "name" and obj[1] in self.p.registers:
+            width, size = self.p.registers[obj[1]]
+            cells = self.registers[obj[1]]
+            if method == "read":  # bmv2: an index past the array is an error, not a wrap
+                index = self.ev(pkt, args[1])[0]
+                assert index < size, f"{obj[1]}.read at {index} of {size}"
+                self.assign(pkt, args[0], cells.get(index, 0))
+            elif method == "write":
+                index = self.ev(pkt, args[0])[0]
+                assert index < size, f"{obj[1]}.write at {index} of {size}"
+                cells[index] = self.ev(pkt, args[1])[0] & ((1 << width) - 1)
+            else:
+                raise Unsupported(f"register method {method}")
+            return None
         if method == "apply":
             return self.apply(pkt, self.p.tables[obj[1]])
         if method in ("isValid", "setInvalid", "setValid"):
@@ -339,7 +364,9 @@ class Interpreter:
 
     # the v1model pipeline
 
-    def process(self, frame: bytes, in_port: int, max_passes: int = 64) -> list[tuple[int, bytes]]:
+    def process(self, frame: bytes, in_port: int, max_passes: int = 64,
+                ts_us: int = 0) -> list[tuple[int, bytes]]:
+        """The copies of one frame; `ts_us` is every pass's ingress_global_timestamp."""
         preserved: dict = {}
         for n in range(max_passes):
             pkt = Packet(self.p, frame)
@@ -350,6 +377,7 @@ class Interpreter:
             pkt.std["ingress_port"] = in_port if n == 0 else 0
             pkt.std["instance_type"] = 0 if n == 0 else 6
             pkt.std["packet_length"] = len(frame)
+            pkt.std["ingress_global_timestamp"] = ts_us & ((1 << 48) - 1)
             self.parse(pkt)
             self.run(pkt, self.p.controls["CamusVerifyChecksum"])
             self.run(pkt, self.p.controls["CamusIngress"])

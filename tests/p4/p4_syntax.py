@@ -212,6 +212,7 @@ class Program:
     tables: dict
     controls: dict  # name -> statements
     deparser: list  # instance names, emit order
+    registers: dict = field(default_factory=dict)  # name -> (cell width, cells)
 
 
 def parse_program(text: str) -> Program:
@@ -284,6 +285,15 @@ def parse_program(text: str) -> Program:
                 elif kind == "table":
                     t = _table(r)
                     p.tables[t.name] = t
+                elif kind == "register":  # register<bit<W>>(N) name;
+                    r.want("<")
+                    t = r.type_()
+                    r.close_angle()
+                    r.want("(")
+                    size = int(r.next(), 0)
+                    r.want(")")
+                    p.registers[r.next()] = (t[1], size)
+                    r.want(";")
                 elif kind == "apply":
                     body = r.block()
                     if name == "CamusDeparser":

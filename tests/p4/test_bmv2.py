@@ -30,14 +30,14 @@ from compiler.p4 import write_p4
 from p4rt.p4info import program_p4info
 from p4rt.protos import p4info_pb2
 from controller.push import TargetConfig
-from tests.p4.test_p4_golden import GOLDEN, ROOT, SPECS
+from tests.p4.test_p4_golden import GOLDEN, ROOT, SPECS, STATE_SPECS
 
 P4C = shutil.which("p4c-bm2-ss")
 BMV2 = shutil.which("simple_switch_grpc")
 needs_p4c = pytest.mark.skipif(P4C is None, reason="p4c-bm2-ss is not on PATH (not installable here)")
 needs_bmv2 = pytest.mark.skipif(P4C is None or BMV2 is None,
                                 reason="p4c-bm2-ss and simple_switch_grpc are not both on PATH")
-CASES = sorted(SPECS) + ["all"]
+CASES = sorted(SPECS) + ["all"] + sorted(STATE_SPECS)
 
 
 def p4c_compile(program: Path, out: Path) -> tuple[Path, Path]:
@@ -55,7 +55,8 @@ def names(info: p4info_pb2.P4Info) -> tuple[set, set]:
     tables = {(t.preamble.name, tuple((f.name, f.bitwidth, kind(f.match_type)) for f in t.match_fields))
               for t in info.tables}
     actions = {(a.preamble.name, tuple((p.name, p.bitwidth) for p in a.params)) for a in info.actions}
-    return tables, actions
+    registers = {(r.preamble.name, r.type_spec.bitstring.bit.bitwidth, r.size) for r in info.registers}
+    return tables, actions, registers
 
 
 @needs_p4c
@@ -68,7 +69,7 @@ def test_p4c_compiles_golden_program_with_our_names(case, tmp_path):
     # Our ids are computed the way p4c computes them (p4rt.ids, p4rt.p4info), so that
     # entries.txtpb replays on bmv2 as it is; a difference here means that computation is wrong.
     ids = lambda info: {x.preamble.name: (x.preamble.id, x.preamble.alias)  # noqa: E731
-                        for items in (info.tables, info.actions) for x in items}
+                        for items in (info.tables, info.actions, info.registers) for x in items}
     assert ids(theirs) == ids(ours)
 
 
@@ -236,8 +237,8 @@ def test_our_p4info_is_what_the_golden_files_hold():
     """The P4Info the bmv2 test compares p4c's with: the software switch's names and ids."""
     import json
 
-    for case in sorted(SPECS):
-        c = compile_files(ROOT / SPECS[case], GOLDEN / case / "rules.txt")
+    for case, spec in sorted({**SPECS, **STATE_SPECS}.items()):
+        c = compile_files(ROOT / spec, GOLDEN / case / "rules.txt")
         golden = text_format.Parse((GOLDEN / case / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
         assert golden == program_p4info(c.pipeline)
 
@@ -257,5 +258,5 @@ def test_p4c_compiles_the_fabric_program_with_our_names_and_ids(spec, tmp_path):
     ours = program_p4info(c.pipeline, fabric=True)
     assert names(theirs) == names(ours)
     ids = lambda info: {x.preamble.name: (x.preamble.id, x.preamble.alias)  # noqa: E731
-                        for items in (info.tables, info.actions) for x in items}
+                        for items in (info.tables, info.actions, info.registers) for x in items}
     assert ids(theirs) == ids(ours)

@@ -38,6 +38,7 @@ import math
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 from collections import Counter
@@ -400,3 +401,247 @@ def test_a_pipeline_change_leaves_no_replica_behind(device):
         frame = udp_frame(mold_payload(b"SESSION001", 1, [add_order(b"GOOGL", 1, 1)]), dst_port=1234)
         probes = [diff_cases.Probe(frame, frozenset({1, 2, 300} if c is before else {2, 3}), "selected")]
         exchange(device, rs, probes, slots, label=f"slots {slots}")
+
+
+# ---- state (IR 4): stateful rule sets, timed frames --------------------------------------
+
+def software_state(case: diff_cases.StateCase, probes) -> list[list[tuple[int, bytes]]]:
+    """Per frame, in order, the copies of the Python reference switch at the frame's time;
+    the native switch must equal it where it runs state (it refuses a pipeline with state
+    until it does: then only the reference is compared)."""
+    rs = case.rs
+    py = load(rs.compiled.pipeline, rs.entries, impl="python")
+    from pipeline.model import PipelineError
+
+    try:
+        native = load(rs.compiled.pipeline, rs.entries, impl="native")
+    except (NotImplementedError, ImportError, PipelineError):
+        native = None
+    outs = []
+    for p, ts in probes:
+        out = py.process(p.frame, 0, ts)
+        if native is not None:
+            assert native.process(p.frame, 0, ts) == out, f"native != python on {p.frame.hex()}\n{rs.text}"
+        outs.append(out)
+    return outs
+
+
+def _resubmitted(frame: bytes) -> bool:
+    """A MoldUDP64 frame of more than one block: the program may resubmit it."""
+    from switch.packet import read_mold, read_udp
+
+    try:
+        udp = read_udp(frame)
+        return udp.dst_port == 1234 and len(read_mold(udp.payload)[2]) > 1
+    except (ValueError, IndexError, struct.error):
+        return False
+
+
+def program_state(device: Device, pipeline, entries: dict, slots: int = 8) -> None:
+    """The device running `pipeline` anew (every register cell 0) with `entries`; camus's
+    switch behind the veths is skipped while its server (the native switch) refuses state."""
+    try:
+        device.program(pipeline, entries, slots, fresh=True)
+    except Exception as exc:
+        if device.kind == "switch" and "have state" in str(exc):
+            pytest.skip(f"camus switch serve does not run state yet: {str(exc)[-200:]}")
+        raise
+
+
+def exchange_state(device: Device, case: diff_cases.StateCase, probes, slots: int = 8,
+                   label: str = "") -> Counter:
+    """`probes` (frames with their times) through a device that starts the rule set with
+    every register cell 0 (its program set anew: bmv2's P4Runtime server refuses register
+    writes), and through the references in the same order; equal per frame and per port,
+    byte for byte, and the reference's port sets are the Evaluator's."""
+    tags = Tags.take(len(probes))
+    probes = [(diff_cases.Probe(tag(p.frame, t), p.want, p.what), ts) for (p, ts), t in zip(probes, tags)]
+    frames = [p.frame for p, _ in probes]
+    outs = software_state(case, probes)
+    check_semantics(case.rs, [p for p, _ in probes], outs)
+    from compiler.p4 import emit_program
+    from tests.p4.p4_interp import Interpreter
+
+    program = Interpreter(emit_program(case.rs.compiled.pipeline, slots), case.rs.entries)
+    for (p, ts), out in zip(probes, outs):
+        assert program.process(p.frame, 0, ts_us=ts) == out, f"program text differs on {p.frame.hex()}\n{case.rs.text}"
+    program_state(device, case.rs.compiled.pipeline, case.rs.entries, slots)
+    alone = frozenset(i for i, f in enumerate(frames) if _resubmitted(f))
+    got = by_tag(device.run(frames, [len(o) for o in outs], window=6, alone=alone))
+    want = by_tag([c for o in outs for c in o])
+    if got != want:
+        raise AssertionError(mismatch(case.rs, [p for p, _ in probes], outs, got,
+                                      f"{label}\nspec:\n{case.spec_text}"))
+    c = Counter(copies=sum(map(len, outs)), frames=len(frames), resubmitted=len(alone),
+                messages=sum(1 for p, _ in probes if p.what == "selected"))
+    c.update(p.what for p, _ in probes)
+    return c
+
+
+@pytest.mark.parametrize("kind", ["itch", "single"])
+def test_stateful_rule_sets(device, kind):
+    """Random stateful specs and rules (counters, averages, meters, keyed or not, update
+    actions), timed frames: ITCH messages timed in ns or µs by their own timestamp, or
+    untimed in window 0; single-message specs timed by a field in µs, ms or ns. Each rule
+    set starts from empty registers and its frames run in order."""
+    rng = random.Random(f"{SEED}-state-{kind}")
+    n = _rule_sets(4)
+    totals = Counter()
+    for i in range(n):
+        timed = kind == "single" or i % 3 != 2
+        case = diff_cases.state_case(kind, rng, timed=timed)
+        probes = diff_cases.state_probes(case, rng, FRAMES)
+        totals += exchange_state(device, case, probes, label=f"stateful {kind} rule set {i}")
+        totals["rule_sets"] += 1
+        totals["untimed"] += not timed
+    report(f"state-{kind}", device, totals, p4c_compiles=device.compiles)
+    assert totals["frames"] >= n * FRAMES
+
+
+def test_fig4_counter_and_the_slides_average(device):
+    """The paper's Fig. 4 counter and the slides' `stock == "GOOGL" and avg(price) > 50`,
+    on ITCH frames timed by their messages' timestamps."""
+    from compiler.spec import parse_spec
+
+    rng = random.Random(f"{SEED}-fig4")
+    spec_text = ((ROOT / "p4/itch/itch.p4").read_text()
+                 + "@pragma query_counter(my_counter, 100, 1024)\n"
+                 + "@pragma query_average(itch_order.price, 1000, 64)\n"
+                 + "@pragma query_timestamp(itch_order.timestamp, ns)\n")
+    spec = parse_spec(spec_text, name="itch")
+    text = 'stock == "GOOGL" and avg(price) > 50 : fwd(1)\nmy_counter > 3 : fwd(2)\n'
+    rules = parse_rules(text, spec)
+    c = compile_rules(spec, rules)
+    routes, more = diff_cases.extras(rng, c.pipeline)
+    rs = diff_cases.RuleSet("itch", spec, text, c, routes,
+                            {**c.entries, "table_entries": c.entries["table_entries"] + more})
+    case = diff_cases.StateCase("itch", rs, spec_text, True, diff_cases.Evaluator(rules), 0)
+    totals = exchange_state(device, case, diff_cases.state_probes(case, rng, 3 * FRAMES), label="fig4")
+    report("state-fig4", device, totals)
+    assert totals["copies"] > 0
+
+
+def _refused(pipeline, step) -> bool:
+    from pipeline.entries import parse_entry
+
+    for op, item in step.steps():
+        if op in ("insert", "modify"):
+            try:
+                parse_entry(pipeline, item)
+            except ValueError:  # EntryError, or its message failing on a million-bit number
+                return True
+    return False
+
+
+def test_stateful_rule_changes_between_frames(device):
+    """Rules added and removed between frames by the incremental compiler (a static
+    program, so only entries change): the device gets each new document through the
+    controller's push with the previous one, which zeroes exactly the cells new rules take
+    over (bmv2's P4Runtime server refuses register writes: the harness writes them through
+    bmv2's Thrift CLI); the reference switch applies the compiler's steps, the Evaluator
+    adds and removes the same rules. A rule that stays keeps its cells."""
+    from compiler.incremental import Incremental, rule_key
+    from controller.push import push
+
+    rng = random.Random(f"{SEED}-state-changes")
+    totals = Counter()
+    for i in range(_rule_sets(2)):
+        case = diff_cases.state_case("single", rng, n_rules=3)
+        spec, rules = case.rs.spec, list(case.rs.compiled.rules)
+        pool = parse_rules("\n".join(diff_cases.random_state_rule(rng) for _ in range(8)), spec)
+        try:
+            inc = Incremental(spec, rules, static=True)
+        except diff_cases.StateError:
+            continue
+        extra = [e for e in case.rs.entries["table_entries"] if e not in case.rs.compiled.entries["table_entries"]]
+
+        def document() -> dict:
+            doc = inc.entries()
+            return {**doc, "table_entries": list(doc["table_entries"]) + extra}
+
+        pipeline = inc.pipeline
+        ev = diff_cases.Evaluator(rules)
+        handles: dict = {}
+        for h, r in enumerate(rules):
+            handles.setdefault(rule_key(r), []).append(h)
+        case.evaluator = ev
+        py = load(pipeline, document(), impl="python")
+        held = document()
+        program_state(device, pipeline, held)
+        for chunk in range(6):
+            probes = diff_cases.state_probes(case, rng, FRAMES // 2)
+            tags = Tags.take(len(probes))
+            probes = [(diff_cases.Probe(tag(p.frame, t), p.want, p.what), ts) for (p, ts), t in zip(probes, tags)]
+            outs = [py.process(p.frame, 0, ts) for p, ts in probes]
+            check_semantics(case.rs, [p for p, _ in probes], outs)
+            got = by_tag(device.run([p.frame for p, _ in probes], [len(o) for o in outs], window=6))
+            if got != by_tag([c for o in outs for c in o]):
+                raise AssertionError(mismatch(case.rs, [p for p, _ in probes], outs, got,
+                                              f"rule changes {i}, chunk {chunk}; rules now:\n"
+                                              + "\n".join(r.text for r in inc.current_rules())))
+            totals.update(frames=len(probes), copies=sum(map(len, outs)))
+            # a change: remove a live rule or add one from the pool
+            live = list(inc.current_rules())
+            if live and rng.random() < 0.5:
+                r = rng.choice(live)
+                step = inc.remove(r)
+                ev.remove(handles[rule_key(r)].pop())
+                totals["removed"] += 1
+            else:
+                r = rng.choice(pool)
+                try:
+                    step = inc.add(r)
+                except diff_cases.StateError:
+                    continue
+                handles.setdefault(rule_key(r), []).append(ev.add(r))
+                totals["added"] += 1
+            assert not (step.rebuilt or step.resized) and inc.pipeline == pipeline
+            if _refused(pipeline, step):
+                # the compiler's static incremental path sometimes writes a leaf entry whose
+                # port bitmap holds its internal marker ports (tests/p4/test_p4_state.py pins
+                # it): no target can take that, so this rule set's changes end here
+                totals["compiler_refused_steps"] += 1
+                break
+            for op, item in step.steps():
+                if op == "reset_cells":
+                    py.reset_cells(item)
+                elif op in ("insert", "modify", "delete"):
+                    py.write([(op, item)])
+                elif op == "set_group":
+                    py.set_group(*item)
+                else:
+                    py.delete_group(item)
+            totals["cells_reset"] += sum(c for _, _, c in step.reset_cells)
+            new = document()
+            push(device.client, device.config(pipeline), new, pipeline=pipeline, previous=held,
+                 write_cells=device.write_cells if device.kind == "bmv2" else None)
+            held = new
+        totals["rule_sets"] += 1
+    report("state-changes", device, totals, cells_written=device.cells_written)
+    assert totals["added"] + totals["removed"] > 0
+
+
+def test_a_push_without_the_previous_document_starts_every_instance_empty(device):
+    """A whole document pushed again with no `previous`: every instance starts empty (the
+    controller cannot tell the rules that stay). bmv2 refuses register writes over
+    P4Runtime, so the controller sets the program anew (every cell 0) and writes every
+    entry again; the frames after it meet empty instances, as a fresh reference's do."""
+    from controller.push import push
+
+    rng = random.Random(f"{SEED}-state-repush")
+    case = diff_cases.state_case("single", rng, n_rules=4)
+    exchange_state(device, case, diff_cases.state_probes(case, rng, FRAMES), label="before")
+    report_ = push(device.client, device.config(case.rs.compiled.pipeline), case.rs.entries,
+                   pipeline=case.rs.compiled.pipeline)
+    if device.kind == "bmv2":
+        assert report_.pipeline_set and report_.cells_zeroed == 0
+    else:
+        assert report_.cells_zeroed == sum(i["buckets"] for i in case.rs.entries["state_instances"])
+    case.evaluator = diff_cases.Evaluator(list(case.rs.compiled.rules))  # empty instances
+    probes = diff_cases.state_probes(case, rng, FRAMES)
+    tags = Tags.take(len(probes))
+    probes = [(diff_cases.Probe(tag(p.frame, t), p.want, p.what), ts) for (p, ts), t in zip(probes, tags)]
+    outs = software_state(case, probes)  # a fresh reference switch: every cell 0
+    check_semantics(case.rs, [p for p, _ in probes], outs)
+    got = by_tag(device.run([p.frame for p, _ in probes], [len(o) for o in outs], window=6))
+    assert got == by_tag([c for o in outs for c in o]), mismatch(case.rs, [p for p, _ in probes], outs, got, "after")

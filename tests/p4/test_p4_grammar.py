@@ -22,7 +22,7 @@ GOLDEN = ROOT / "tests" / "golden" / "p4"
 KAFKA = (GOLDEN / "kafka" / "program.p4").read_text()
 
 
-@pytest.mark.parametrize("case", ["int", "kafka", "all"])  # all: itch's program with the other two
+@pytest.mark.parametrize("case", ["int", "kafka", "all", "fig4", "itch_state"])  # all: itch's program with the other two; fig4, itch_state: with state
 def test_golden_program_parses_under_the_spec_grammar(case):
     parse((GOLDEN / case / "program.p4").read_text())
 
