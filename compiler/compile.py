@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 from compiler import (actions as actions_mod, diagram, estimate, exact_only, lanes as lanes_mod,
@@ -163,7 +166,10 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             else:
                 expanded.append(rule)
                 items += [(conj, rule.ports) for conj in normal_form(rule.filter, rule.line)]
-        check_slots(st.live_rules())  # before the diagram: a rule set over its slots is refused
+        # Before the diagram: a rule set over its slots is refused. Each rule's states are
+        # known from compiling it.
+        vars_of = {id(rs.rule): rs.vars for rs in st.rules.values()}
+        check_slots(st.live_rules(), states=lambda r: vars_of[id(r)])
     else:
         for rule in rules:
             ports = rule.ports
@@ -296,20 +302,32 @@ def _emit_stateful(d: diagram.Diagram, stages: list[Stage], app: Application,
     decide entries in context id order; its multicast groups; the number of contexts."""
     contents = d.contents
     ctx_of_leaf = {}
+    texts: dict[stateful_mod.Context, str] = {}
+    # The leaves' sorted port lists and texts, shared with the state ids (`tables.emit`),
+    # which sort them anyway: markers sort after every port, so a leaf's markers are the
+    # tail of its list and its context's ports text is a prefix of the leaf's.
+    port_texts: dict = {}
+    marker = stateful_mod.MARKER_BASE
     for s in reachable:
         g, pending = contents[s]
         if not pending and g:
-            ctx = state.context(g)
-            if ctx is not None:
-                ctx_of_leaf[s] = ctx
-    contexts = set(ctx_of_leaf.values())
+            text = diagram.port_list(g, port_texts)
+            order = port_texts[g][0]
+            if order[-1] < marker:
+                continue  # no markers: no state
+            ctx = state.context(g, order[bisect.bisect_left(order, marker):])
+            ctx_of_leaf[s] = ctx
+            if ctx not in texts:
+                markers = len(g) - len(ctx.ports)
+                texts[ctx] = ctx.text(text.rsplit(",", markers)[0] if ctx.ports else "")
+    contexts = texts.keys()
     for ctx in contexts:
         state.check(ctx)
     state.allocate(contexts)  # a fresh target's cells are zero: no resets to make
-    ids = tables.stable_ids({c: c.text() for c in contexts}, CTX_WIDTH, {})
+    ids = tables.stable_ids(texts, CTX_WIDTH, {})
     entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
                                   state_width, {s: ids[c] for s, c in ctx_of_leaf.items()},
-                                  state.real_ports)
+                                  state.real_ports, port_texts=port_texts)
     names = stateful_mod.tables_for(state.spec, app.state)
     for ctx in sorted(contexts, key=ids.__getitem__):
         entries += state.entries(ctx, ids[ctx], names)
@@ -392,10 +410,8 @@ def _compile_lanes(spec: Spec, rules: Sequence[Rule], items, chosen, field_order
 
 
 def _per_table(entries: list[dict]) -> dict[str, int]:
-    per_table: dict[str, int] = {}
-    for e in entries:
-        per_table[e["table"]] = per_table.get(e["table"], 0) + 1
-    return per_table
+    """Entries per table, tables in the order of their first entry (counted in C)."""
+    return dict(Counter(map(itemgetter("table"), entries)))
 
 
 def _stats(rules, conjunctions: int, stages, per_table: dict[str, int], states: int,

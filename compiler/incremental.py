@@ -907,6 +907,12 @@ class Incremental:
                         if ctx is not None:
                             self.ctx_node[n] = ctx
                             self.ctx_members[ctx].add(n)
+                            # A context that already has an id keeps it (`_contexts` only
+                            # sets the ids of contexts new or moved): the leaf decides it
+                            # from now on, not a fwd or mcast of its marker ports.
+                            cid = self.ctx_ids.slot.get(ctx)
+                            if cid is not None:
+                                self.ctx_of[n] = cid
                             real = self.leaf_real[n] = self.state.real_ports(ports)
                     for p in real:
                         port_leaves[p] += 1

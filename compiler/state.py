@@ -19,18 +19,20 @@ from compiler.spec import StateVar
 NAMED_RULES = 8
 
 
-def users(rules: Iterable[Rule]) -> dict[StateVar, list[Rule]]:
-    """The rules that have instances of each state, in rule order."""
+def users(rules: Iterable[Rule], states=rule_state) -> dict[StateVar, list[Rule]]:
+    """The rules that have instances of each state, in rule order. `states(rule)` is
+    `rule_state(rule)`, or what a caller knows it to be."""
     out: dict[StateVar, list[Rule]] = {}
     for rule in rules:
-        for var in rule_state(rule):
+        for var in states(rule):
             out.setdefault(var, []).append(rule)
     return out
 
 
-def check_slots(rules: Iterable[Rule], source: str | None = None) -> None:
-    """Refuse `rules` if, of some state, they need more slots than it has."""
-    for var, rs in users(rules).items():
+def check_slots(rules: Iterable[Rule], source: str | None = None, states=rule_state) -> None:
+    """Refuse `rules` if, of some state, they need more slots than it has. `states` as
+    `users` takes it."""
+    for var, rs in users(rules, states).items():
         need = len(rs) * var.buckets
         if need <= var.slots:
             continue

@@ -12,7 +12,8 @@ scope filter (docs/stateful.md, "Scope").
 
 The stateless filters R_c and R's scope go into the one decision diagram as pseudo-rules
 whose "ports" are *markers* (integers from MARKER_BASE up, one per rule instance and
-combination, and one for its scope): the diagram decides them with the stateless rules, and
+combination, and one for its scope; equal filters are one pseudo-rule with all their
+markers): the diagram decides them with the stateless rules, and
 a leaf's port set then says, besides the stateless ports, for each stateful rule whether
 the message is in scope and for which combinations the rule fires. A leaf that needs state
 (a rule that is in scope with state to update, or that fires for some combination) is a
@@ -27,15 +28,29 @@ that needs more banks than declared is refused naming the rules; one over its sl
 refused by `compiler.state.check_slots` first. Because the bank and unit depend on what was
 allocated before, an incrementally changed rule set may hold its instances elsewhere than a
 from-scratch compile of the same rules would; the stateless tables are the same.
+
+Speed (bench/stateful_compile.py). Nearly every leaf where a stateful rule is in scope is
+a context of its own (its stateless ports differ from its neighbours'), so the work per
+context is kept to what differs between contexts: its ports' bitmap and its entries'
+dicts. What depends only on the bound rules (`Context.bound`: bind parameters, each
+combination's regions key, fired ports and updates) is planned once per bound set and per
+rule (`State._plan`, `State._part`); a leaf's bound set is found from its markers once
+(`State._bound`); a rule of the usual shape is compiled from the shape of its state
+predicates, once per shape (`_compile_flat`). These memos live as long as the `State`
+(one compile, or an incremental compiler's life): plans and parts naming a removed rule
+go with it, and every memo starts again past MEMO_LIMIT entries.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 from dataclasses import dataclass, field
-from fractions import Fraction
 
-from compiler.ast import And, Const, Filter, Not, Or, Rule, StateAtom, rule_state, state_atoms
+from compiler.ast import (And, Atom, Const, Filter, Not, Or, Rule, StateAtom, rule_state,
+                          state_atoms)
+from compiler.diagram import port_list
 from compiler.errors import StateError
 from compiler.formula import conjunctions
 from compiler.spec import COUNT_BITS, Spec, StateVar
@@ -51,6 +66,7 @@ MARKER_BASE = 1 << 20
 STRIDE = MAX_COMBINATIONS + 1
 SCOPE = MAX_COMBINATIONS
 N_MAX = (1 << COUNT_BITS) - 1
+MEMO_LIMIT = 1 << 16  # entries a memo of `State` keeps at most (then it starts again)
 Boundary = tuple[int, int]  # (threshold, strict)
 
 
@@ -63,7 +79,17 @@ def marker(serial: int, j: int) -> int:
 
 
 def stateful(rule: Rule) -> bool:
-    return bool(rule.updates) or bool(state_atoms(rule.filter))
+    if rule.updates:
+        return True
+    f = rule.filter
+    # The common stateless rule, an `and` of field predicates (or one), without the walk.
+    if type(f) is Atom or (type(f) is And and set(map(type, f.items)) == _ATOMS):
+        return False
+    return bool(state_atoms(f))
+
+
+_ATOMS = {Atom}
+_FLAT = {Atom, StateAtom}
 
 
 def _where(rule: Rule) -> str:
@@ -103,26 +129,33 @@ def _keeps(var: StateVar, b: Boundary) -> bool:
     return 0 < t <= N_MAX  # n in 0 .. 2^32 - 1, non-strict only
 
 
-def _value(var: StateVar, bounds: list[Boundary], r: int):
-    """A value in region r: n for counters and meters, the average (a Fraction) else."""
+def _value(var: StateVar, bounds: list[Boundary], r: int) -> tuple[int, int]:
+    """A value in region r as a fraction (numerator, denominator): n for counters and
+    meters (denominator 1), the average s/n else (denominator 1 or 2: halfway between two
+    thresholds' integers is enough, thresholds being integers)."""
     if var.kind != "average":
-        return bounds[r - 1][0] if r else 0
+        return (bounds[r - 1][0] if r else 0), 1
     if r == 0:
         if not bounds:
-            return Fraction(0)  # one region: every value (the predicates are constant)
+            return 0, 1  # one region: every value (the predicates are constant)
         t, strict = bounds[0]
-        return Fraction(t) if strict else Fraction(2 * t - 1, 2)
+        return (t, 1) if strict else (2 * t - 1, 2)
     t, strict = bounds[r - 1]
-    return Fraction(2 * t + 1, 2) if strict else Fraction(t)
+    return (2 * t + 1, 2) if strict else (t, 1)
 
 
-def _truth(a: StateAtom, v) -> bool:
-    if a.state.kind == "meter":
-        lhs, rhs = v * 1_000_000, a.value * a.state.window_us
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge}
+
+
+def _truth(a: StateAtom, v: tuple[int, int]) -> bool:
+    """Predicate `a` on the value `v` (a fraction num/den, den > 0), exactly in integers."""
+    num, den = v
+    if a.state.kind == "meter":  # n * 10^6 OP x * W
+        lhs, rhs = num * 1_000_000, a.value * a.state.window_us * den
     else:
-        lhs, rhs = v, a.value
-    return {"==": lhs == rhs, "!=": lhs != rhs, "<": lhs < rhs, "<=": lhs <= rhs,
-            ">": lhs > rhs, ">=": lhs >= rhs}[a.op]
+        lhs, rhs = num, a.value * den
+    return _COMPARE[a.op](lhs, rhs)
 
 
 def _substitute(f: Filter, truth) -> Filter:
@@ -189,12 +222,48 @@ class RuleState:
         return c
 
 
-def compile_rule(rule: Rule, serial: int) -> RuleState:
+def compile_rule(rule: Rule, serial: int, shapes: dict | None = None) -> RuleState:
     """The boundaries, combinations and pseudo-rules of one stateful rule; StateError (at
-    the rule's line) when it has too many boundaries on a state or too many combinations."""
+    the rule's line) when it has too many boundaries on a state or too many combinations.
+    `shapes`: a memo for one spec's rules (`State` keeps it), see `_flat_shape`."""
+    if flat(rule.filter):
+        return _compile_flat(rule, serial, {} if shapes is None else shapes)
+    return _compile_any(rule, serial)
+
+
+def flat(f: Filter) -> bool:
+    """Whether `f` is an `and` of field and state predicates, or one predicate."""
+    return type(f) in _FLAT or (type(f) is And and set(map(type, f.items)) <= _FLAT)
+
+
+def _compile_any(rule: Rule, serial: int) -> RuleState:
+    """`compile_rule` for any filter: each combination's filter by substitution."""
+    f = rule.filter
     vars_ = rule_state(rule)  # every state the rule names keeps its instance, read or not
     # Predicates that a constant decides (`true or c > 5`) cut no region.
-    atoms = state_atoms(_substitute(rule.filter, None))
+    bounds, combos = _regions(rule, vars_, state_atoms(_substitute(f, None)))
+    scoped = frozenset(v for v in vars_ if v not in rule.updates)
+    rs = RuleState(rule, serial, vars_, bounds, scoped, frozenset(rule.updates), combos, [])
+    index = {v: i for i, v in enumerate(vars_)}
+    markers: dict[Filter, list[int]] = {}  # filter -> its markers, in first-seen order
+    for c in range(combos):
+        regions = rs.regions(c)
+        values = [_value(v, b, r) for v, b, r in zip(vars_, bounds, regions)]
+        g = _substitute(f, lambda a: _truth(a, values[index[a.state]]))
+        _pseudo(markers, g, marker(serial, c))
+    if scoped:  # the scope matters only for state updated by every packet in scope
+        _pseudo(markers, _scope(f), marker(serial, SCOPE))
+    # Combinations (and the scope) with equal filters are one pseudo-rule holding all their
+    # markers: `stock == S and avg(price) > N` fires in its upper region and is in scope on
+    # the same filter, `stock == S`; one item for the diagram instead of two, same leaves.
+    rs.pseudo = [Rule(g, frozenset(ms), rule.line, rule.text) for g, ms in markers.items()]
+    return rs
+
+
+def _regions(rule: Rule, vars_: list[StateVar], atoms: list[StateAtom]
+             ) -> tuple[list[list[Boundary]], int]:
+    """Each state's boundaries (from the rule's state predicates `atoms`) and the number of
+    combinations of their regions; StateError past the limits."""
     bounds = []
     for var in vars_:
         found = {b for a in atoms if a.state is var for b in _threshold_atoms(a)}
@@ -212,23 +281,49 @@ def compile_rule(rule: Rule, serial: int) -> RuleState:
         raise StateError(f"the rule's state predicates make {combos} combinations of regions "
                          f"of its states; at most {MAX_COMBINATIONS} compile: split the rule "
                          f"({_where(rule)})", rule.line or None, 1)
-    scoped = frozenset(v for v in vars_ if v not in rule.updates)
-    rs = RuleState(rule, serial, vars_, bounds, scoped, frozenset(rule.updates), combos, [])
-    index = {v: i for i, v in enumerate(vars_)}
-    for c in range(combos):
-        regions = rs.regions(c)
-        values = [_value(v, b, r) for v, b, r in zip(vars_, bounds, regions)]
-        f = _substitute(rule.filter, lambda a: _truth(a, values[index[a.state]]))
-        _pseudo(rs.pseudo, f, marker(serial, c), rule)
+    return bounds, combos
+
+
+def _compile_flat(rule: Rule, serial: int, shapes: dict) -> RuleState:
+    """`compile_rule` for the common shape, an `and` of predicates (or one predicate): R_c is its field predicates where every state predicate holds in c and
+    false elsewhere, and its scope is its field predicates too (what `_substitute` and
+    `_scope` give). Everything but the field predicates and the serial depends only on the
+    state predicates and the update actions (`orders < 100` with `count(orders)`, say),
+    which many rules share: that is worked out once per spec (`shapes`)."""
+    f = rule.filter
+    items = f.items if type(f) is And else (f,)
+    tests = tuple(i for i in items if type(i) is StateAtom)
+    key = (tests, rule.updates)
+    shape = shapes.get(key)
+    if shape is None:
+        vars_ = rule_state(rule)  # a function of `key`: the field predicates name no state
+        bounds, combos = _regions(rule, vars_, list(tests))
+        index = {v: i for i, v in enumerate(vars_)}
+        at = [(a, index[a.state]) for a in tests]
+        values = [[_value(v, b, r) for r in range(len(b) + 1)] for v, b in zip(vars_, bounds)]
+        probe = RuleState(rule, 0, vars_, bounds, frozenset(), frozenset(), combos, [])
+        fires = [c for c in range(combos)
+                 if all(_truth(a, values[i][probe.regions(c)[i]]) for a, i in at)]
+        scoped = frozenset(v for v in vars_ if v not in rule.updates)
+        if len(shapes) >= MEMO_LIMIT:
+            shapes.clear()
+        shape = shapes[key] = (vars_, bounds, combos, fires, scoped, frozenset(rule.updates))
+    vars_, bounds, combos, fires, scoped, updates = shape
+    markers = [marker(serial, c) for c in fires]
     if scoped:  # the scope matters only for state updated by every packet in scope
-        _pseudo(rs.pseudo, _scope(rule.filter), marker(serial, SCOPE), rule)
-    return rs
+        markers.append(marker(serial, SCOPE))
+    pseudo = []
+    if markers:  # the combinations that fire and the scope share one filter: one pseudo-rule
+        plain = [i for i in items if type(i) is Atom]
+        g = Const(True) if not plain else plain[0] if len(plain) == 1 else And(tuple(plain))
+        pseudo.append(Rule(g, frozenset(markers), rule.line, rule.text))
+    return RuleState(rule, serial, vars_, bounds, scoped, updates, combos, pseudo)
 
 
-def _pseudo(out: list, f: Filter, m: int, rule: Rule) -> None:
+def _pseudo(out: dict, f: Filter, m: int) -> None:
     if type(f) is Const and not f.value:
         return  # never holds: nothing for the diagram to decide
-    out.append(Rule(f, frozenset((m,)), rule.line, rule.text))
+    out.setdefault(f, []).append(m)
 
 
 def items(rs: RuleState) -> list:
@@ -239,17 +334,39 @@ def items(rs: RuleState) -> list:
 # ---- contexts ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Context:
     """What a context holds: the stateless ports, and per bound rule (by serial) the
-    combinations for which it fires."""
+    combinations for which it fires. Immutable; equal by both. Its hash is kept: a context
+    is a dict key at every step of its leaves' emission, and hashing `bound` (a tuple of
+    tuples) each time was a tenth of it."""
 
-    ports: frozenset[int]
-    bound: tuple[tuple[int, frozenset[int]], ...]
+    __slots__ = ("ports", "bound", "_hash")
 
-    def text(self) -> str:
-        rules = ";".join(f"{s}:{','.join(map(str, sorted(c)))}" for s, c in self.bound)
-        return f"{','.join(map(str, sorted(self.ports)))}|{rules}"
+    def __init__(self, ports: frozenset[int], bound: tuple[tuple[int, frozenset[int]], ...]):
+        self.ports, self.bound = ports, bound
+        self._hash = hash((ports, bound))
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is Context and self._hash == other._hash
+                and self.ports == other.ports and self.bound == other.bound)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Context(ports={set(self.ports) or '{}'}, bound={self.bound})"
+
+    def text(self, ports_text: str | None = None) -> str:
+        """The canonical text its id is hashed from; `ports_text`, if known, is
+        `port_list(self.ports)`."""
+        if ports_text is None:
+            ports_text = port_list(self.ports)
+        return f"{ports_text}|{_bound_text(self.bound)}"
+
+
+@functools.lru_cache(maxsize=1 << 16)  # contexts mostly share their bound rules
+def _bound_text(bound: tuple) -> str:
+    return ";".join(f"{s}:{','.join(map(str, sorted(c)))}" for s, c in bound)
 
 
 class State:
@@ -265,11 +382,20 @@ class State:
         self.free_units: dict[StateVar, list[int]] = {}  # units freed, reused lowest first
         self.top_unit: dict[StateVar, int] = {v: 0 for v in self.vars}
         self._binds: dict = {}  # (serial, var) -> bind parameters (`_bind_params`)
+        self._shapes: dict = {}  # `compile_rule`'s memo
+        # Context.bound -> its entries' shared part (`_plan`), for the tables they were
+        # planned with; dropped with any rule they name (`remove`), serials never coming back.
+        self._plans: dict[tuple, tuple[list, list]] = {}
+        self._parts: dict[tuple, tuple] = {}  # (serial, fired) -> its share (`_part`)
+        self._plans_of: dict[int, list[tuple]] = {}  # serial -> the plans and parts naming it
+        self._plan_tables: dict | None = None
+        self._bitmaps: dict[frozenset[int], int] = {}  # port set -> `bitmap`
+        self._bound: dict[tuple, tuple] = {}  # a leaf's markers -> Context.bound (`context`)
 
     # -- rules --
 
     def add(self, rule: Rule) -> RuleState:
-        rs = compile_rule(rule, self.next_serial)
+        rs = compile_rule(rule, self.next_serial, self._shapes)
         self.next_serial += 1
         self.rules[rs.serial] = rs
         return rs
@@ -291,6 +417,9 @@ class State:
         rs = self.rules.pop(serial)
         for var in rs.vars:
             self._binds.pop((serial, var), None)
+        for key in self._plans_of.pop(serial, ()):  # plans (bound) and parts (serial, fired)
+            self._plans.pop(key, None)
+            self._parts.pop(key, None)
         for var, unit in rs.units.items():
             self.free_units.setdefault(var, []).append(unit)
         return rs
@@ -300,35 +429,45 @@ class State:
 
     # -- leaves --
 
-    def context(self, ports: frozenset[int]) -> Context | None:
+    def context(self, ports: frozenset[int], markers: list[int] | None = None
+                ) -> Context | None:
         """A leaf's context, or None when its decision needs no state (its markers, if
-        any, name no rule that must be bound)."""
-        plain = frozenset(p for p in ports if p < MARKER_BASE)
-        if len(plain) == len(ports):
+        any, name no rule that must be bound). `markers`: the ports' markers, if known."""
+        if markers is None:
+            if not ports or max(ports) < MARKER_BASE:
+                return None
+            markers = [p for p in ports if p >= MARKER_BASE]
+        elif not markers:
             return None
-        fires: dict[int, set[int]] = {}
-        scoped: set[int] = set()
-        for p in ports:
-            if p >= MARKER_BASE:
+        key = tuple(markers)
+        bound = self._bound.get(key)
+        if bound is None:  # the leaves of a symbol's price intervals mostly share markers
+            fires: dict[int, set[int]] = {}
+            scoped: set[int] = set()
+            for p in markers:
                 serial, j = divmod(p - MARKER_BASE, STRIDE)
                 if j == SCOPE:
                     scoped.add(serial)
                 else:
                     fires.setdefault(serial, set()).add(j)
-        bound = tuple(sorted((s, frozenset(fires.get(s, ()))) for s in scoped | set(fires)))
-        return Context(plain, bound) if bound else None
+            bound = tuple(sorted((s, frozenset(fires.get(s, ()))) for s in scoped | set(fires)))
+            if len(self._bound) >= MEMO_LIMIT:
+                self._bound.clear()
+            self._bound[key] = bound
+        # a leaf's ~100 ports less its markers, copied in C
+        return Context(ports.difference(markers), bound) if bound else None
 
     def real_ports(self, ports: frozenset[int]) -> frozenset[int]:
         """The ports a leaf may send to: its stateless ports and those of every rule that
         fires there for some combination (what the multicast group must reach)."""
-        if not any(p >= MARKER_BASE for p in ports):
+        if not ports or max(ports) < MARKER_BASE:
             return ports
-        out = {p for p in ports if p < MARKER_BASE}
-        for p in ports:
-            if p >= MARKER_BASE:
-                serial, j = divmod(p - MARKER_BASE, STRIDE)
-                if j != SCOPE:
-                    out |= self.rules[serial].rule.ports
+        plain = frozenset(filter(MARKER_BASE.__gt__, ports))
+        out = set(plain)
+        for p in ports - plain:
+            serial, j = divmod(p - MARKER_BASE, STRIDE)
+            if j != SCOPE:
+                out |= self.rules[serial].rule.ports
         return frozenset(out)
 
     # -- allocation --
@@ -343,11 +482,15 @@ class State:
         if not todo:
             return []
         together: dict[int, set[int]] = {s: set() for s in todo}
-        for ctx in contexts:
-            serials = [s for s, _ in ctx.bound]
+        # Contexts that differ in their ports or in where the rules fire bind the same
+        # rules together: each group of rules once.
+        for serials in {tuple(s for s, _ in b) for b in {ctx.bound for ctx in contexts}}:
             for s in serials:
-                if s in together:
-                    together[s].update(t for t in serials if t != s)
+                others = together.get(s)
+                if others is not None:
+                    others.update(serials)
+        for s, others in together.items():
+            others.discard(s)
         placed: list[RuleState] = []
         try:
             for s in todo:
@@ -394,8 +537,7 @@ class State:
         """StateError for a context whose decide entries would be over the budget."""
         n = 1
         for s, _ in ctx.bound:
-            for b in self.rules[s].bounds:
-                n *= len(b) + 1
+            n *= self.rules[s].combinations  # the product of its states' regions
         if n > MAX_DECIDE_ENTRIES:
             rules = [self.rules[s].rule for s, _ in ctx.bound]
             raise StateError(f"a packet may be in the scope of {len(rules)} stateful rules "
@@ -405,32 +547,131 @@ class State:
 
     def entries(self, ctx: Context, ctx_id: int, tables: dict) -> list[dict]:
         """A context's bind entries (per state in order, per bound rule) and decide entries.
-        `tables`: var -> (bind table names, index of its bank 0 among all banks)."""
-        out = []
+        `tables`: var -> (bind table names, index of its bank 0 among all banks).
+
+        Everything but the context id and its stateless ports depends only on the bound
+        rules (`ctx.bound`), which many contexts share (the price intervals of one symbol
+        differ in their ports, not in their stateful rules): that part is planned once per
+        `bound` (`_plan`) and each context only ORs its ports' bitmap into the decide
+        entries. The entries of one context share their match's `ctx` dict, and bind
+        entries their parameters with every context binding the same rule (the document
+        is read-only output, as the multicast replicas shared per port are)."""
+        if (tables is not self._plan_tables and tables != self._plan_tables) or \
+                len(self._plans) >= MEMO_LIMIT:
+            self._plans.clear()
+            self._parts.clear()
+            self._plans_of.clear()
+            self._plan_tables = tables
+        plan = self._plans.get(ctx.bound)
+        if plan is None:
+            plan = self._plans[ctx.bound] = self._plan(ctx.bound, tables)
+            for s, _ in ctx.bound:
+                self._plans_of.setdefault(s, []).append(ctx.bound)
+        binds, decides = plan
+        exact = {"exact": ctx_id}
+        match = {"ctx": exact}
+        out = [{"table": t, "match": match, "action": "bind", "params": p} for t, p in binds]
+        decide = tables["decide"]
+        base = self._bitmap(ctx.ports)
+        if base:  # every combination sends somewhere
+            out += [{"table": decide, "match": {"ctx": exact, "regions": regions},
+                     "action": "decide", "params": {"ports": ports | base, "update": update}}
+                    for regions, ports, update in decides]
+        else:  # a combination with no ports and no update needs no entry: a miss does that
+            out += [{"table": decide, "match": {"ctx": exact, "regions": regions},
+                     "action": "decide", "params": {"ports": ports, "update": update}}
+                    for regions, ports, update in decides if ports or update]
+        return out
+
+    def _bitmap(self, ports: frozenset[int]) -> int:
+        bits = self._bitmaps.get(ports)
+        if bits is None:
+            if len(self._bitmaps) >= MEMO_LIMIT:  # a long-lived incremental compiler's
+                self._bitmaps.clear()  # port sets come and go: keep the memo bounded
+            bits = self._bitmaps[ports] = bitmap(ports)
+        return bits
+
+    def _plan(self, bound: tuple, tables: dict) -> tuple[list, list]:
+        """What the entries of every context binding `bound` share: its bind entries as
+        (table, params), and per combination of the bound banks' regions (in
+        `itertools.product` order over the banks, as the decide entries go) the regions
+        key, the bitmap of the ports of the rules that fire there, and the update bits."""
+        if all(len(self.rules[s].vars) == 1 for s, _ in bound):
+            return self._plan_by_rule(bound, tables)
+        return self._plan_any(bound, tables)
+
+    def _plan_any(self, bound: tuple, tables: dict) -> tuple[list, list]:
+        """`_plan` for rules of any number of states."""
+        binds = []
         axes = []  # (region shift, serial, state index in rule, regions)
         for var in self.vars:
             names, first = tables[var]
-            for s, _ in ctx.bound:
+            for s, _ in bound:
                 rs = self.rules[s]
                 bank = rs.banks.get(var)
                 if bank is None:
                     continue
                 i = rs.vars.index(var)
-                out.append({"table": names[bank], "match": {"ctx": {"exact": ctx_id}},
-                            "action": "bind", "params": self._bind_params(rs, var, i)})
+                binds.append((names[bank], self._bind_params(rs, var, i)))
                 axes.append((REGION_WIDTH * (first + bank), s, i, len(rs.bounds[i]) + 1))
-        # Per bound rule: its ports and update bits when it fires, and its combinations
-        # that fire; then every combination of the banks' regions.
-        fires = dict(ctx.bound)
+        decides = self._decides(axes, dict(bound), tables)
+        # Each key as the match's `regions` value, one dict shared by every context.
+        return binds, [({"exact": key}, ports, update) for key, ports, update in decides]
+
+    def _plan_by_rule(self, bound: tuple, tables: dict) -> tuple[list, list]:
+        """`_plan` when each bound rule has one state (as most rules have), from each rule's
+        part (`_part`): a rule's region is then its combination, so a decide entry is the
+        OR of one region's contribution per rule. Banks go in state order, then in `bound`
+        order, and so do the entries (`itertools.product` over the banks)."""
+        parts = sorted((self._part(s, fired, tables) for s, fired in bound),
+                       key=operator.itemgetter(0))  # stable: `bound` order within a state
+        binds = [(table, params) for _, table, params, _ in parts]
+        if len(parts) == 1:
+            return binds, [({"exact": k}, p, u) for k, p, u in parts[0][3]]
+        decides = []
+        for row in itertools.product(*(part[3] for part in parts)):
+            key = ports = update = 0
+            for k, p, u in row:
+                key |= k
+                ports |= p
+                update |= u
+            decides.append(({"exact": key}, ports, update))
+        return binds, decides
+
+    def _part(self, s: int, fired: frozenset[int], tables: dict) -> tuple:
+        """A one-state rule's share of every plan binding it where it fires in `fired`: its
+        state's index, bind table and parameters, and per region (its key part, ports
+        bitmap, update bits) or, where it does not fire, (key part, 0, 0)."""
+        key = (s, fired)
+        part = self._parts.get(key)
+        if part is None:
+            rs = self.rules[s]
+            var = rs.vars[0]
+            names, first = tables[var]
+            bank = rs.banks[var]
+            shift = REGION_WIDTH * (first + bank)
+            ports = self._bitmap(rs.rule.ports)
+            update = 1 << (first + bank) if var in rs.updates else 0
+            regions = [(r << shift, ports, update) if r in fired else (r << shift, 0, 0)
+                       for r in range(len(rs.bounds[0]) + 1)]
+            part = self._parts[key] = (self.vars.index(var), names[bank],
+                                       self._bind_params(rs, var, 0), regions)
+            self._plans_of.setdefault(s, []).append(key)
+        return part
+
+    def _decides(self, axes: list, fires: dict, tables: dict) -> list:
+        """`_plan`'s decide part: (regions key, ports bitmap, update bits) per combination
+        of the banks' regions."""
+        # Per bound rule: its ports' bitmap and update bits when it fires, and its
+        # combinations that fire; then every combination of the banks' regions.
         effect = {}
         for s in fires:
             rs = self.rules[s]
             update = 0
             for var in rs.updates:
                 update |= 1 << (tables[var][1] + rs.banks[var])
-            effect[s] = (rs, rs.rule.ports, update)
-        decide, base_ports = tables["decide"], ctx.ports
-        match = {"ctx": {"exact": ctx_id}}
+            effect[s] = (rs, self._bitmap(rs.rule.ports), update)
+        decides = []
         for regions in itertools.product(*(range(n) for *_, n in axes)):
             key, per_rule = 0, {}
             for (shift, s, i, _), r in zip(axes, regions):
@@ -439,21 +680,18 @@ class State:
                 if rr is None:
                     rr = per_rule[s] = [0] * len(effect[s][0].vars)
                 rr[i] = r
-            ports, update = base_ports, 0
+            ports, update = 0, 0
             for s, rr in per_rule.items():
                 rs, rule_ports, rule_update = effect[s]
                 if rs.combination(rr) in fires[s]:
-                    ports = ports | rule_ports
+                    ports |= rule_ports
                     update |= rule_update
-            if ports or update:
-                out.append({"table": decide, "match": {**match, "regions": {"exact": key}},
-                            "action": "decide", "params": {"ports": bitmap(ports),
-                                                           "update": update}})
-        return out
+            decides.append((key, ports, update))
+        return decides
 
     def _bind_params(self, rs: RuleState, var: StateVar, i: int) -> dict:
         """A bind entry's parameters for rule `rs`'s state `var` (its i-th): the same in
-        every context, made once (each entry gets its own copy)."""
+        every context, made once and shared by its entries."""
         key = (rs.serial, var)
         params = self._binds.get(key)
         if params is None:
@@ -464,7 +702,7 @@ class State:
             params.update({f"t{j}": bounds[j][0] if j < len(bounds) else 0
                            for j in range(MAX_BOUNDARIES)})
             self._binds[key] = params
-        return dict(params)
+        return params
 
     def instances(self, app: str) -> list[dict]:
         """entries.json's `state_instances`: every live rule's ranges, by state and base."""

@@ -100,21 +100,25 @@ def bitmap(ports: frozenset[int]) -> int:
 def emit(d: Diagram, stages: list[Stage], leaf_table: str,
          reachable: list[int] | None = None, group: int = 1,
          state_width: int | None = None, ctx_of: dict[int, int] | None = None,
-         real_ports=None, verdicts: dict | None = None) -> tuple[list[dict], list[dict]]:
+         real_ports=None, verdicts: dict | None = None,
+         port_texts: dict | None = None) -> tuple[list[dict], list[dict]]:
     """(table entries, multicast groups) in the entries.json form.
 
     The one group (id `group`) reaches every port a decision names, each as the replica
     `{"port": p, "rid": 0}`; there is none when no rule names a port. `state_width` is the
     state ids' width (default: `state_bits` of the reachable states). With state
     (`compiler.stateful`): `ctx_of` maps each leaf that decides `stateful(ctx)` to its
-    context id, and `real_ports(leaf ports)` gives the ports a leaf may send to. With
+    context id, and `real_ports(leaf ports)` gives the ports a leaf may send to; it is
+    applied once, to the union of every leaf's ports, so it must distribute over unions. With
     actions beyond fwd (docs/actions.md), `verdicts` maps the pseudo-port standing for each
     verdict in the leaves to the verdict (`decision` says what a leaf then decides).
+    `port_texts`: `diagram.port_list`'s memo, if the caller has sorted some port sets already.
     """
     if verdicts:
         real_ports = lambda ports: frozenset(p for p in ports if p not in verdicts)  # noqa: E731
     reachable = d.reachable() if reachable is None else reachable
-    port_texts: dict[frozenset, tuple[list[int], str]] = {}
+    if port_texts is None:
+        port_texts = {}
     ids = state_ids(d, reachable, port_texts, state_width)
     entries: list[dict] = []
     contents = d.contents
@@ -139,8 +143,8 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
                         "action": name, "params": params})
     # Every port any reachable decision names (fwd ones too: the P4 program multicasts a
     # MoldUDP64 packet whose messages were decided differently through this group).
-    sets = leaves.values() if real_ports is None else map(real_ports, leaves.values())
-    used = sorted(frozenset().union(*sets)) if leaves else []
+    every = frozenset().union(*leaves.values())
+    used = sorted(every if real_ports is None else real_ports(every))
     groups = [{"id": group, "replicas": [{"port": p, "rid": 0} for p in used]}] if used else []
     return entries, groups
 

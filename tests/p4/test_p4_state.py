@@ -96,14 +96,12 @@ def test_program_text_equals_the_reference_switch_and_the_evaluator(seed, kind, 
     run_case(case, diff_cases.state_probes(case, rng, 30))
 
 
-@pytest.mark.xfail(strict=True, reason="compiler.incremental (static=True) writes a leaf entry "
-                   "whose mcast bitmap holds marker ports (1,048,641 bits) after removing a "
-                   "stateful rule; found by the bmv2 differential's rule changes")
 def test_static_incremental_removal_writes_entries_the_pipeline_takes():
-    """A bug of the incremental compiler, not of the P4 target, pinned here where it was
-    found: with a static pipeline, removing `k == 0 and ck != 2 : fwd(1)` from beside
-    `avg(a) > 0 : fwd(3)` inserts an `mcast` leaf entry no pipeline can hold. When this
-    passes, remove the xfail (and the skip in test_stateful_rule_changes_between_frames)."""
+    """Found here by the bmv2 differential's rule changes: with a static pipeline, removing
+    `k == 0 and ck != 2 : fwd(1)` from beside `avg(a) > 0 : fwd(3)` used to insert an
+    `mcast` leaf entry of the pseudo-rules' marker ports (1,048,641 bits), because the new
+    leaf node joined a context that already had an id and was never given it. Every entry
+    written now parses against the pipeline, and the leaf decides `stateful(ctx)`."""
     from compiler.incremental import Incremental
     from compiler.rules import parse_rules
     from compiler.spec import parse_spec
@@ -113,9 +111,9 @@ def test_static_incremental_removal_writes_entries_the_pipeline_takes():
     rules = parse_rules("avg(a) > 0 : fwd(3)\nk == 0 and ck != 2 : fwd(1)", spec)
     inc = Incremental(spec, rules, static=True)
     step = inc.remove(rules[1])
-    for op, item in step.steps():
-        if op in ("insert", "modify"):
-            parse_entry(inc.pipeline, item)
+    written = [parse_entry(inc.pipeline, item) for op, item in step.steps()
+               if op in ("insert", "modify")]
+    assert written and "stateful" in {e.action for e in written}
 
 
 def test_cells_to_zero_are_the_new_rules_ranges():
