@@ -215,14 +215,15 @@ def process_all(planes, frame: bytes, ts: int) -> list:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.filter_too_much])
 @given(lines=rule_sets, pool=rule_sets, frames=timed_frames(12), seed=st.integers(0, 2 ** 32 - 1),
-       timed=st.booleans())
-def test_rule_changes_between_packets(lines, pool, frames, seed, timed):
+       timed=st.booleans(), static=st.booleans())
+def test_rule_changes_between_packets(lines, pool, frames, seed, timed, static):
     """Rules added and removed between frames, as the incremental compiler's writes: both
     data planes and the Evaluator, with its own rule changes, agree on every message; a new
     rule's instances start empty wherever its cells were (the writes zero them), and no other
-    rule's instances move. A change that needs a new program (a new stage, wider state ids)
-    loads it whole, with the cells of the rules that stay carried over, as A's compiler
-    tests do (the registers do not depend on the rules)."""
+    rule's instances move. A static pipeline takes every change as entries; one sized to its
+    rules may need a new program (a new stage, wider state ids), loaded whole with the cells
+    of the rules that stay carried over, as the compiler's tests do (the registers do not
+    depend on the rules)."""
     from compiler.incremental import Incremental, rule_key
     from controller.diff import apply_steps
 
@@ -231,7 +232,8 @@ def test_rule_changes_between_packets(lines, pool, frames, seed, timed):
     rules = parse_rules("\n".join(lines), spec)
     candidates = parse_rules("\n".join(pool), spec)
     try:
-        inc = Incremental(spec, rules, field_order=FIELD_ORDER)
+        inc = Incremental(spec, rules, static=True) if static else \
+            Incremental(spec, rules, field_order=FIELD_ORDER)
     except StateError:
         assume(False)
         raise
@@ -257,6 +259,7 @@ def test_rule_changes_between_packets(lines, pool, frames, seed, timed):
                 else:
                     handles.setdefault(rule_key(r), []).append(ev.add(r))
             if step is not None and (step.rebuilt or step.resized):
+                assert not static  # a static pipeline changes by entries alone
                 planes = {impl: reloaded(dp, before, inc, step) for impl, dp in planes.items()}
             elif step is not None:
                 for dp in planes.values():
