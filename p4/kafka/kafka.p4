@@ -6,6 +6,11 @@
 // (integers, or strings of up to 8 bytes, space-padded), so one static pipeline serves every
 // topic. A record larger than one packet is split into fragments that all carry the same
 // header but for the fragment fields, so every fragment gets the same forwarding decision.
+//
+// After the slots: the record's timestamp (Kafka's, milliseconds, as stored in the log), the
+// time every state window runs on (docs/stateful.md, "Kafka views"), and two 32-bit lanes
+// that carry the fields a stateful view averages, in the packets fed to that view (0 in
+// every other packet).
 
 header kafka {
     bit<32> topic_id;
@@ -22,6 +27,9 @@ header kafka {
     bit<64> slot5;
     bit<64> slot6;
     bit<64> slot7;
+    bit<64> timestamp;
+    bit<32> avg0;
+    bit<32> avg1;
 }
 
 @pragma udp_port(9094)

@@ -122,6 +122,9 @@ header kafka_t {
     bit<64> slot5;
     bit<64> slot6;
     bit<64> slot7;
+    bit<64> timestamp;
+    bit<32> avg0;
+    bit<32> avg1;
 }
 
 struct headers_t {
@@ -1210,7 +1213,7 @@ control CamusIngress(inout headers_t hdr, inout metadata_t meta,
                     }
                 }
             } else if (hdr.udp.isValid() && hdr.udp.dst_port == 9094) {
-                if (hdr.kafka.isValid() && hdr.udp.length >= 96) {
+                if (hdr.kafka.isValid() && hdr.udp.length >= 112) {
                     if (meta.decided == 0) {
                         if (!kafka_partition.apply().hit) {
                             kafka_partition_default.apply();
