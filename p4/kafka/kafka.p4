@@ -43,3 +43,10 @@ header kafka {
 @pragma query_field(kafka.slot5)
 @pragma query_field(kafka.slot6)
 @pragma query_field(kafka.slot7)
+
+// State a view's filter may read (docs/stateful.md, "Kafka views"), every one with a window
+// of one second (10^6 µs) and 65,536 register cells: one per view partition that uses it.
+@pragma query_counter(records, 1000000, 65536)
+@pragma query_meter(arrivals, packets, 1000000, 65536)
+@pragma query_average(kafka.avg0, 1000000, 65536)
+@pragma query_average(kafka.avg1, 1000000, 65536)
