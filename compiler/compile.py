@@ -10,16 +10,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import diagram, estimate, exact_only, lanes as lanes_mod, lowering, order, tables
+from compiler import (diagram, estimate, exact_only, lanes as lanes_mod, lowering, order,
+                      stateful as stateful_mod, tables)
 from compiler.ast import And, Atom, Filter, Not, Or, Rule
 from compiler.errors import CamusError
 from compiler import formula
 from compiler.formula import Wide, conjunctions as normal_form, sizing
 from compiler.rules import deep_recursion, load_rules, parse_rules
 from compiler.spec import Spec, load_spec, parse_spec
-from compiler.state import refuse_state
+from compiler.state import check_slots
 from pipeline import document, entries as entries_json, interpreter
-from pipeline.model import MAX_PORTS_WIDTH, Application, Lane, Pipeline, Stage
+from pipeline.model import CTX_WIDTH, MAX_PORTS_WIDTH, Application, Lane, Pipeline, Stage
 
 
 @dataclass
@@ -83,11 +84,13 @@ def compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str] 
 
     `lanes`: 1 compiles one diagram; N (> 1) at most N lanes, diagrams on groups of rules
     whose decisions are unioned (`compiler.lanes`); "auto" lanes only when the estimate says
-    they are much smaller than one diagram. A static pipeline has one lane.
+    they are much smaller than one diagram. A static pipeline has one lane, and so does an
+    application whose spec declares state.
 
-    A rule that reads or updates state is refused (StateError): state is not yet compiled
-    to tables (docs/stateful.md)."""
-    refuse_state(spec, rules)
+    Stateful rules (docs/stateful.md) compile to the state stages (`compiler.stateful`;
+    docs/pipeline-ir.md, "State"); a rule set the machine model cannot hold (over a state's
+    slots or banks, too many thresholds or combinations) is refused (StateError) naming
+    the rules."""
     with no_cyclic_gc(), deep_recursion():
         return _compile_rules(spec, rules, field_order, progress, static, max_entries, on_estimate,
                               lanes, trial_seconds)
@@ -125,20 +128,37 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
                    on_estimate: Callable[[estimate.Estimate], None] | None = None,
                    lanes: str | int = 1, trial_seconds: float | None = None) -> Compiled:
     started = time.perf_counter()
-    if fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries, on_estimate):
+    st = None
+    if spec.state_vars:  # an application with state: one lane, the general path
+        st = stateful_mod.State(spec)
+        check_slots(rules)
+    elif fast := exact_only.diagram_for(spec, rules, field_order, static, max_entries,
+                                        on_estimate):
         # 1M hICN rules: entries straight from the values, the diagram built only if read
         return _emit(spec, rules, len(rules), fast.diagram(), fast.stages, fast.predicted,
                      static, started, fast)
     items = []
     append = items.append
-    for rule in rules:
-        ports = rule.ports
-        for conj in normal_form(rule.filter, rule.line):  # or a wide filter whole
-            append((conj, ports))
+    expanded = rules  # the rules the match kinds come from: stateful ones as pseudo-rules
+    if st is not None:
+        expanded = []
+        for rule in rules:
+            if stateful_mod.stateful(rule):
+                rs = st.add(rule)
+                expanded += rs.pseudo
+                items += stateful_mod.items(rs)
+            else:
+                expanded.append(rule)
+                items += [(conj, rule.ports) for conj in normal_form(rule.filter, rule.line)]
+    else:
+        for rule in rules:
+            ports = rule.ports
+            for conj in normal_form(rule.filter, rule.line):  # or a wide filter whole
+                append((conj, ports))
     fields = order.choose(spec, sizing(c for c, _ in items), field_order, static)
     # Lanes partition conjunctions by the fields they test; a wide filter kept whole as a
     # formula tests many fields at once, so a rule set holding one compiles as one diagram.
-    if lanes != 1 and not static and not any(type(c) is Wide for c, _ in items):
+    if lanes != 1 and not static and st is None and not any(type(c) is Wide for c, _ in items):
         chosen = _choose_lanes(spec, items, fields, field_order, lanes)
         if chosen is not None:
             return _compile_lanes(spec, rules, items, chosen, field_order, progress, max_entries,
@@ -157,10 +177,10 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             # CPU bound is hit.
             trial = Trial(max_entries, trial_seconds, lambda counted, stopped: _too_large(
                 items, rules, fields, max_entries, predicted, counted, stopped))
-    kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, rules)
+    kinds = {q.qname: q.kind for q in fields} if static else match_kinds(spec, expanded)
     stages = lowering.stages_for(spec, fields, kinds)
     d = diagram.build(items, fields, progress, trial)
-    c = _emit(spec, rules, len(items), d, stages, predicted, static, started)
+    c = _emit(spec, rules, len(items), d, stages, predicted, static, started, state=st)
     total = c.stats["entries"]["total"]
     if max_entries and total > max_entries:
         raise _too_large(items, rules, fields, max_entries, predicted, total)
@@ -200,14 +220,22 @@ class Trial:
 
 def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagram,
           stages: list[Stage], predicted: estimate.Estimate | None, static: bool,
-          started: float, fast: exact_only.ExactOnly | None = None) -> Compiled:
+          started: float, fast: exact_only.ExactOnly | None = None,
+          state: stateful_mod.State | None = None) -> Compiled:
     # `fast` (the exact-only path) knows its states and, mostly, its entries without `d`.
     reachable = None if fast else d.reachable()
     states = fast.states() if fast else len(reachable)
     app = lowering.application(spec, stages)
     state_width = tables.state_bits(states, static)
+    contexts = 0
     if fast is not None and fast.prepare(app.leaf_table, app.multicast_group, state_width):
         entries_doc, groups, per_table = fast, fast.groups, fast.per_table()
+    elif state is not None:
+        entries, groups, contexts = _emit_stateful(d, stages, app, reachable, state_width, state)
+        entries_doc = {"camus_entries": entries_json.STATE_ENTRIES_VERSION,
+                       "table_entries": entries, "multicast_groups": groups,
+                       "state_instances": state.instances(app.name)}
+        per_table = _per_table(entries)
     else:
         entries, groups = tables.emit(d, stages, app.leaf_table, reachable or d.reachable(),
                                       app.multicast_group, state_width)
@@ -220,7 +248,37 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
     pipeline = lowering.pipeline([app], state_width, ports_width)
     stats = _stats(rules, conjunctions, stages, per_table, states, state_width, groups,
                    started, predicted)
+    if state is not None:
+        stats["state"] = {"stateful_rules": len(state.rules), "contexts": contexts}
     return Compiled(spec, list(rules), d, stages, pipeline, entries_doc, stats)
+
+
+def _emit_stateful(d: diagram.Diagram, stages: list[Stage], app: Application,
+                   reachable: list[int], state_width: int, state: stateful_mod.State
+                   ) -> tuple[list[dict], list[dict], int]:
+    """The entries of an application with state: the stage tables as `tables.emit` makes
+    them (leaves that need state deciding `stateful(ctx)`), then each context's bind and
+    decide entries in context id order; its multicast groups; the number of contexts."""
+    contents = d.contents
+    ctx_of_leaf = {}
+    for s in reachable:
+        g, pending = contents[s]
+        if not pending and g:
+            ctx = state.context(g)
+            if ctx is not None:
+                ctx_of_leaf[s] = ctx
+    contexts = set(ctx_of_leaf.values())
+    for ctx in contexts:
+        state.check(ctx)
+    state.allocate(contexts)  # a fresh target's cells are zero: no resets to make
+    ids = tables.stable_ids({c: c.text() for c in contexts}, CTX_WIDTH, {})
+    entries, groups = tables.emit(d, stages, app.leaf_table, reachable, app.multicast_group,
+                                  state_width, {s: ids[c] for s, c in ctx_of_leaf.items()},
+                                  state.real_ports)
+    names = stateful_mod.tables_for(state.spec, app.state)
+    for ctx in sorted(contexts, key=ids.__getitem__):
+        entries += state.entries(ctx, ids[ctx], names)
+    return entries, groups, len(contexts)
 
 
 def _choose_lanes(spec: Spec, items, fields, field_order, lanes: str | int):

@@ -31,6 +31,15 @@ tests check that, and `compiler.semantics`, after every change.
 What is not incremental: a change that alters the field order or a field's match kind (the
 default heuristics pick both from the rules; `--field-order` and `static=True` fix them)
 changes the pipeline, and is compiled from scratch and diffed (`Step.rebuilt`).
+
+Stateful rules (`compiler.stateful`) enter as their pseudo-rules, whose ports are markers; a
+leaf holding markers decides `stateful(ctx)`, its context's id kept by an `IdSpace` as state
+ids are, and each context's bind and decide entries come and go with it. A stateful rule's
+banks and cells are given when it is added and kept while it lives (`Step.reset_cells` zeroes
+cells a new rule takes over from a removed one); a change that would need more banks than
+declared is refused and undone. So the state tables may place instances elsewhere than a
+from-scratch compile of the same rules, whose allocation follows rule order; everything else
+is the same, byte for byte.
 """
 
 from __future__ import annotations
@@ -43,21 +52,22 @@ from dataclasses import dataclass
 
 from compiler import intervals as iv
 from compiler import lowering, order
+from compiler import stateful as stateful_mod
 from compiler.ast import And, Atom, Not, Or, Rule
 from compiler.diagram import _Builder, port_list
-from compiler.errors import CamusError, RuleError
+from compiler.errors import CamusError, RuleError, StateError
 from compiler.formula import FORMULA_AT, Wide, conjunctions
 from compiler.id_space import IdSpace
 from compiler.rules import deep_recursion
 from compiler.spec import QueryField, Spec
-from compiler.state import refuse_state
+from compiler.state import check_slots
 from compiler.tables import (decision, default_entry, default_successor, interval_entries,
                              state_bits)
 from p4rt.entry_key import entry_key
 from pipeline import entries as entries_json
 from pipeline.changes import Changes
 from pipeline.match_kinds import MATCH_KINDS
-from pipeline.model import MAX_PORTS_WIDTH
+from pipeline.model import CTX_WIDTH, MAX_PORTS_WIDTH
 
 ROOT = 0
 # A node's key: ("L", leaf state), ("root", G) for a start state that is a leaf, or
@@ -445,7 +455,12 @@ class Incremental:
     def __init__(self, spec: Spec, rules: Sequence[Rule] = (),
                  field_order: Sequence[str] | None = None, static: bool = False):
         self.spec, self.field_order, self.static = spec, field_order, static
-        refuse_state(spec, rules)  # state is not compiled to tables yet (docs/stateful.md)
+        # Stateful rules: their compiled state, and by rule key the serials of the live ones.
+        self.state = stateful_mod.State(spec) if spec.state_vars else None
+        self.serials: dict[tuple, list[int]] = {}
+        if self.state is not None:
+            check_slots(rules)
+            rules = [p for r in rules for p in self._expand(r)]
         self.rules: dict[tuple, list[Rule]] = {}
         self.conjs: dict[tuple, list] = {}  # rule key -> its conjunctions (dnf)
         self.ivs_count: dict[QueryField, Counter] = defaultdict(Counter)
@@ -493,8 +508,19 @@ class Incremental:
             self.ranged[name] += sign
         return conjs
 
+    def _expand(self, rule: Rule) -> list[Rule]:
+        """A rule as the diagram takes it: itself, or a stateful rule's pseudo-rules (the
+        rule is then live in `self.state`)."""
+        if self.state is None or not stateful_mod.stateful(rule):
+            return [rule]
+        rs = self.state.add(rule)
+        self.serials.setdefault(rule_key(rule), []).append(rs.serial)
+        return rs.pseudo
+
     def current_rules(self) -> list[Rule]:
-        return [r for same in self.rules.values() for r in same]
+        plain = [r for same in self.rules.values() for r in same
+                 if not any(stateful_mod.is_marker(p) for p in r.ports)]
+        return plain + (self.state.live_rules() if self.state is not None else [])
 
     def _layout(self) -> tuple[list[QueryField], dict[str, str]]:
         """The field order and match kinds compile_rules would choose for the current rules."""
@@ -510,6 +536,15 @@ class Incremental:
     # --- building -----------------------------------------------------------------------
 
     def _start(self) -> None:
+        # Contexts (state): each one's id, the leaf nodes deciding it, its entries; each
+        # leaf node's context and the ports it may send to.
+        self.ctx_ids = IdSpace(CTX_WIDTH)
+        self.ctx_members: dict = defaultdict(set)
+        self.ctx_out: dict = {}
+        self.ctx_node: dict[int, object] = {}
+        self.ctx_of: dict[int, int] = {}  # leaf node -> its context's id
+        self.leaf_real: dict[int, frozenset] = {}
+        self.resets: list[tuple[str, int, int]] = []
         self.fields, self.kinds = self._layout()
         self.stages = lowering.stages_for(self.spec, self.fields, self.kinds)
         self.app = lowering.application(self.spec, self.stages)
@@ -605,40 +640,104 @@ class Incremental:
         writes that take a target from the entries before to the entries after."""
         started = time.perf_counter()
         with deep_recursion():
-            for r in removed:  # check them all before changing anything
+            if self.state is not None:
+                return self._stateful_change(added, removed, started)
+            return self._change(added, removed, started)
+
+    def _stateful_change(self, added: Sequence[Rule], removed: Sequence[Rule],
+                         started: float) -> Step:
+        """`change` with state: stateful rules as their pseudo-rules; undone, and refused,
+        when the state stages cannot hold the result."""
+        state = self.state
+        taken: dict[tuple, int] = {}
+        gone_serials, plain_removed = [], []
+        for r in removed:  # the most recently added live instance equal to each
+            key = rule_key(r)
+            if stateful_mod.stateful(r):
+                live = self.serials.get(key, [])
+                if len(live) <= taken.get(key, 0):
+                    raise CamusError(f"no such rule to remove: {r.text or r.filter}",
+                                     r.line or None)
+                taken[key] = taken.get(key, 0) + 1
+                gone_serials.append(live[-taken[key]])
+            else:
+                plain_removed.append(r)
+        survivors = [rs.rule for s, rs in state.rules.items() if s not in gone_serials]
+        check_slots(survivors + [r for r in added if stateful_mod.stateful(r)])
+        snapshot = state.snapshot(), {k: list(v) for k, v in self.serials.items()}
+        try:
+            pseudo_removed = list(plain_removed)
+            for s in gone_serials:
+                rs = state.remove(s)
+                self.serials[rule_key(rs.rule)].remove(s)
+                pseudo_removed += rs.pseudo
+            pseudo_added = [p for r in added for p in self._expand(r)]
+            for r in pseudo_removed:
                 if rule_key(r) not in self.rules:
                     raise CamusError(f"no such rule to remove: {r.text or r.filter}",
                                      r.line or None)
-            refuse_state(self.spec, added)
-            for r in added:
-                _conjunctions(r)  # RuleError before anything changes
-            edits = [(r, sign, self._remember(r, sign))
-                     for rules, sign in ((removed, -1), (added, +1)) for r in rules]
-            layout = self._layout()
-            if layout != (self.fields, self.kinds):
-                before = self.entries()
-                self._start()
-                step = _doc_diff(before, self.entries())
-                step.rebuilt = True
-            else:
-                touched: dict[int, set[int]] = defaultdict(set)  # port -> rids toggled
-                counts, residual = self.counts, self.raw.residual
-                for r, sign, conjs in edits:
-                    for conj in conjs:
-                        rid = residual(conj)
-                        for p in r.ports:
-                            n = counts[rid, p] + sign
-                            if n:
-                                counts[rid, p] = n
-                            else:
-                                del counts[rid, p]
-                            if n == 0 or (n == 1 and sign > 0):
-                                touched[p].add(rid)
-                step = Step()
-                self._root_change(touched)
-                self._publish(step)
+            for r in pseudo_added:
+                _conjunctions(r)
+        except CamusError:  # nothing applied yet (a rule over the thresholds or
+            state.restore(snapshot[0])  # combinations, a filter too wide, ...)
+            self.serials = snapshot[1]
+            raise
+        self.serials = {k: v for k, v in self.serials.items() if v}
+        try:
+            step = self._change(pseudo_added, pseudo_removed, started)
+        except StateError:
+            for r in pseudo_added:  # back to the rules before the change, then rebuilt
+                self._remember(r, -1)
+            for r in pseudo_removed:
+                self._remember(r, +1)
+            state.restore(snapshot[0])
+            self.serials = snapshot[1]
+            self._start()
+            raise
+        return step
+
+    def _change(self, added: Sequence[Rule], removed: Sequence[Rule], started: float) -> Step:
+        for r in removed:  # check them all before changing anything
+            if rule_key(r) not in self.rules:
+                raise CamusError(f"no such rule to remove: {r.text or r.filter}",
+                                 r.line or None)
+        for r in added:
+            _conjunctions(r)  # RuleError before anything changes
+        edits = [(r, sign, self._remember(r, sign))
+                 for rules, sign in ((removed, -1), (added, +1)) for r in rules]
+        layout = self._layout()
+        if layout != (self.fields, self.kinds):
+            before = self.entries()
+            self._start()
+            step = _doc_diff(before, self.entries(), self._bind_tables())
+            step.rebuilt = True
+        else:
+            touched: dict[int, set[int]] = defaultdict(set)  # port -> rids toggled
+            counts, residual = self.counts, self.raw.residual
+            for r, sign, conjs in edits:
+                for conj in conjs:
+                    rid = residual(conj)
+                    for p in r.ports:
+                        n = counts[rid, p] + sign
+                        if n:
+                            counts[rid, p] = n
+                        else:
+                            del counts[rid, p]
+                        if n == 0 or (n == 1 and sign > 0):
+                            touched[p].add(rid)
+            step = Step()
+            self._root_change(touched)
+            self._publish(step)
+        step.reset_cells, self.resets = self.resets, []
         step.seconds = time.perf_counter() - started
         return step
+
+    def _bind_tables(self) -> frozenset[str]:
+        """The bind tables, whose entries change by delete and insert, never modify: so
+        that every stale binding is gone before cells are zeroed for new ones."""
+        if self.app.state is None:
+            return frozenset()
+        return frozenset(t for v in self.app.state.vars for t in v.bind_tables)
 
     def _merged(self, h: int, rs: set[int]) -> int:
         """`merge_rids` of residuals that all test field h and nothing after it: the one,
@@ -734,7 +833,9 @@ class Incremental:
         """Bring nodes, ids, groups and entries in line with the raw diagram; record the
         writes in `step`."""
         raw = self.raw
-        touched, raw.touched = raw.touched, set()
+        touched = raw.touched
+        new_contexts = self._new_contexts(touched) if self.state is not None else {}
+        raw.touched = set()
         # The start state's stage before the change (its node's key goes with the node).
         root_stage = self.key[self.root_node][0] if self.root_node in self.key else None
         describe, texts = self._describe, self.port_texts
@@ -772,9 +873,13 @@ class Incremental:
             if key[0] in ("L", "root"):
                 ports = self.leaves.pop(n, None)
                 self.dead.discard(n)
+                ctx = self.ctx_node.pop(n, None)
+                if ctx is not None:
+                    self.ctx_members[ctx].discard(n)
+                    self.ctx_of.pop(n, None)
                 if ports is not None:
                     self.bitmaps.pop(ports, None)
-                    for p in ports:
+                    for p in self.leaf_real.pop(n, ports):
                         port_leaves[p] -= 1
                         if not port_leaves[p]:
                             del port_leaves[p]
@@ -790,7 +895,14 @@ class Incremental:
                 ports = key[1] if key[0] == "root" else raw.d.contents[key[1]][0]
                 if ports:
                     self.leaves[n] = ports
-                    for p in ports:
+                    real = ports
+                    if self.state is not None:
+                        ctx = self.state.context(ports)
+                        if ctx is not None:
+                            self.ctx_node[n] = ctx
+                            self.ctx_members[ctx].add(n)
+                            real = self.leaf_real[n] = self.state.real_ports(ports)
+                    for p in real:
                         port_leaves[p] += 1
                         ports_moved |= port_leaves[p] == 1
                 else:
@@ -825,6 +937,10 @@ class Incremental:
             if self.rep.get(n) == ROOT and self.ids.get(n) != 0:
                 self.ids[n] = 0
                 out_changed.add(n)
+        ctx_gone: dict[tuple, dict] = {}
+        ctx_came: dict[tuple, dict] = {}
+        if self.state is not None:
+            out_changed |= self._contexts(new_contexts, ctx_gone, ctx_came)
         if ports_moved:
             used = tuple(sorted(port_leaves))
             if used != self.group_ports:
@@ -864,6 +980,54 @@ class Incremental:
         for n, succs in partial.items():
             self._repoint(n, succs, gone, came)
         _settle(gone, came, step)
+        _settle(ctx_gone, ctx_came, step, self._bind_tables())
+
+    def _new_contexts(self, touched: set[int]) -> dict:
+        """The contexts that the leaf nodes a change brings need and that are not in use
+        yet, checked and with their new rules placed in banks and cells (StateError, before
+        anything is published, when they cannot be)."""
+        raw, out = self.raw, {}
+        for n in touched:
+            if not raw.members.get(n) or n in self.key:
+                continue
+            key = raw.key_of[n]
+            if key[0] not in ("L", "root"):
+                continue
+            ports = key[1] if key[0] == "root" else raw.d.contents[key[1]][0]
+            ctx = self.state.context(ports)
+            if ctx is not None and ctx not in self.ctx_ids.slot:
+                out[ctx] = ctx.text()
+        for ctx in out:
+            self.state.check(ctx)
+        for var, bank, first, count in self.state.allocate(out):
+            registers = self.app.state.vars[self.state.vars.index(var)].registers
+            self.resets.append((registers[bank], first, count))
+        return out
+
+    def _contexts(self, new: dict, gone: dict, came: dict) -> set[int]:
+        """Bring the contexts in line with the leaf nodes: ids (an `IdSpace`, so the ids a
+        from-scratch compile gives these contexts), entries into `gone` and `came`; the leaf
+        nodes whose context id is new or changed (their parents' entries name it)."""
+        dropped = [c for c in self.ctx_out if not self.ctx_members.get(c)]
+        for c in dropped:
+            self.ctx_members.pop(c, None)
+        moved = self.ctx_ids.update(new, dropped)
+        for c in dropped:
+            for e in self.ctx_out.pop(c):
+                gone[_key(e)] = e
+        names = stateful_mod.tables_for(self.spec, self.app.state)
+        nodes: set[int] = set()
+        for c in moved:
+            cid = self.ctx_ids.slot[c]
+            for e in self.ctx_out.get(c, ()):
+                gone[_key(e)] = e
+            self.ctx_out[c] = self.state.entries(c, cid, names)
+            for e in self.ctx_out[c]:
+                came[_key(e)] = e
+            for n in self.ctx_members[c]:
+                self.ctx_of[n] = cid
+                nodes.add(n)
+        return nodes
 
     def _describe(self, s: int, texts: dict) -> str:
         """`Diagram.describe(s)`, with each (residual, ports) text made once: a changed
@@ -880,7 +1044,7 @@ class Incremental:
         return "G=" + port_list(g, texts) + "|" + "|".join(parts)
 
     def _action(self, t: int) -> tuple[str, dict]:
-        return decision(t, self.ids, self.leaves, self.bitmaps)
+        return decision(t, self.ids, self.leaves, self.bitmaps, self.ctx_of)
 
     def _emit(self, n: int, came: dict, gone: dict, base: _Out | None = None,
               changed: set[int] = frozenset()) -> _Out:
@@ -987,8 +1151,14 @@ class Incremental:
         if self.group_ports:
             groups.append({"id": self.app.multicast_group,
                            "replicas": [{"port": p, "rid": 0} for p in self.group_ports]})
-        return {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": table_entries,
-                "multicast_groups": groups}
+        if self.state is None:
+            return {"camus_entries": entries_json.ENTRIES_VERSION,
+                    "table_entries": table_entries, "multicast_groups": groups}
+        for c in sorted(self.ctx_out, key=self.ctx_ids.slot.__getitem__):
+            table_entries += self.ctx_out[c]
+        return {"camus_entries": entries_json.STATE_ENTRIES_VERSION,
+                "table_entries": table_entries, "multicast_groups": groups,
+                "state_instances": self.state.instances(self.app.name)}
 
     def stats(self) -> dict:
         per_table: dict[str, int] = {}
@@ -998,12 +1168,20 @@ class Incremental:
                 for _, e in pairs:
                     per_table[e["table"]] = per_table.get(e["table"], 0) + 1
                     total += 1
-        return {"rules": sum(map(len, self.rules.values())),
+        for entries in self.ctx_out.values():
+            for e in entries:
+                per_table[e["table"]] = per_table.get(e["table"], 0) + 1
+                total += 1
+        out = {"rules": len(self.current_rules()),
                 "conjunctions": sum(len(c) * len(self.rules[k]) for k, c in self.conjs.items()),
                 "fields": [s.field.name for s in self.stages],
                 "entries": {"total": total, "per_table": per_table},
                 "states": len(self.rep), "state_width": self.state_width,
                 "multicast_groups": 1 if self.group_ports else 0}
+        if self.state is not None:
+            out["state"] = {"stateful_rules": len(self.state.rules),
+                            "contexts": len(self.ctx_out)}
+        return out
 
 
 class _Out:
@@ -1034,22 +1212,28 @@ def _drop_out(out: _Out | None, gone: dict) -> None:
                 gone[ek] = e
 
 
-def _settle(gone: dict, came: dict, step: Step) -> None:
-    """Entries that went and came (by key) as deletes, inserts and modifies."""
+def _settle(gone: dict, came: dict, step: Step, no_modify: frozenset[str] = frozenset()
+            ) -> None:
+    """Entries that went and came (by key) as deletes, inserts and modifies (in the tables
+    of `no_modify`, a delete and an insert)."""
     for k, e in came.items():
         old = gone.pop(k, None)
         if old is None:
             step.insert.append(e)
         elif old["action"] != e["action"] or old["params"] != e["params"]:
-            step.modify.append(e)
+            if e["table"] in no_modify:
+                step.delete.append(old)
+                step.insert.append(e)
+            else:
+                step.modify.append(e)
     step.delete.extend(gone.values())
 
 
-def _doc_diff(old: dict, new: dict) -> Step:
+def _doc_diff(old: dict, new: dict, no_modify: frozenset[str] = frozenset()) -> Step:
     step = Step()
     gone = {entry_key(e): e for e in old["table_entries"]}
     came = {entry_key(e): e for e in new["table_entries"]}
-    _settle(gone, came, step)
+    _settle(gone, came, step, no_modify)
     have = {g["id"]: tuple((r["port"], r["rid"]) for r in g["replicas"])
             for g in old["multicast_groups"]}
     want = {g["id"]: tuple((r["port"], r["rid"]) for r in g["replicas"])

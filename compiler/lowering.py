@@ -59,7 +59,38 @@ def application(spec: Spec, stages: list[model.Stage],
     return model.Application(spec.name, spec.udp_port, spec.framing,
                              _header(spec.packet_header) if spec.packet_header else None, message,
                              fields, tuple(stages), leaf_table(spec), group_id(spec.name),
-                             tuple(lanes))
+                             tuple(lanes), state(spec))
+
+
+def _message_field(spec: Spec, qname: str | None) -> model.Field | None:
+    if qname is None:
+        return None
+    width = next(f.width for h in spec.message_headers for f in h.fields if f.qname == qname)
+    return model.Field(qname, spec.message_offset(qname), width)
+
+
+def state_ident(name: str) -> str:
+    """A state's part of table and register names: its name, `avg_h_f` for `avg(h.f)`."""
+    return name.replace("(", "_").replace(")", "").replace(".", "_")
+
+
+def state(spec: Spec) -> model.State | None:
+    """The application's declared state (None when the spec declares none): each state
+    with `spec.banks` bind tables and registers, and the decide table."""
+    if not spec.state_vars:
+        return None
+    out = []
+    for v in spec.state_vars.values():
+        ident = state_ident(v.name)
+        banks = range(spec.banks)
+        out.append(model.StateVar(v.name, ident, v.kind, v.unit, _message_field(spec, v.field),
+                                  _message_field(spec, v.key), v.window_us, v.slots, v.buckets,
+                                  tuple(f"{spec.name}_{ident}_b{b}" for b in banks),
+                                  tuple(f"{spec.name}_{ident}_r{b}" for b in banks)))
+    ts = None
+    if spec.timestamp is not None:
+        ts = model.Timestamp(_message_field(spec, spec.timestamp[0]), spec.timestamp[1])
+    return model.State(tuple(out), f"{spec.name}_state_decide", ts)
 
 
 def pipeline(apps: list[model.Application], state_width: int = STATIC_STATE_BITS,

@@ -84,7 +84,9 @@ _S_MAX = (1 << SUM_BITS) - 1
 class Packet:
     """A subscription message at time `ts_us` (microseconds, 48 bits), its field values
     (`header.field` -> integer, missing fields take their defaults) and its length in bytes
-    (None: the spec's message size), which only `bytes` meters read."""
+    (None: the spec's message size), which only `bytes` meters read. When the spec declares
+    a time field (`query_timestamp`), the message's time is that field's value and `ts_us`
+    is not read."""
 
     ts_us: int
     values: Mapping[str, int]
@@ -96,11 +98,13 @@ class _Rule:
     (updated by the packets in scope, before the test) and which is updated by its actions
     (after a true test)."""
 
-    __slots__ = ("rule", "scoped", "instances")
+    __slots__ = ("rule", "scoped", "instances", "clock")
 
     def __init__(self, rule: Rule):
         self.rule = rule
         self.scoped = [v for v in rule_state(rule) if v not in rule.updates]
+        # a state of a spec with a time field (query_timestamp): where the time comes from
+        self.clock = next((v for v in rule_state(rule) if v.time_field), None)
         # (state, bucket) -> [window tag, n, s]; tag None until a packet touches it
         self.instances: dict[tuple[StateVar, int], list] = {}
 
@@ -155,6 +159,8 @@ class Evaluator:
         ports: set[int] = set()
         for r in self._rules.values():
             rule = r.rule
+            if r.clock is not None:  # the spec's query_timestamp: the message's own time
+                ts = r.clock.ts_us(values, packet.ts_us)
             if not r.scoped and not rule.updates:
                 if not rule.ports <= ports and holds(rule.filter, values):
                     ports |= rule.ports

@@ -17,6 +17,9 @@ annotations. The annotations (each also accepted as `@pragma name(...)` and `#pr
   query_average(h.f, WINDOW_US, SLOTS[, KEY, BUCKETS])           update: a counter, an
   query_meter(NAME, packets|bytes, WINDOW_US, SLOTS[, KEY, BUCKETS])   averageable field, a
                             rate meter (`StateVar`; meaning in docs/stateful.md)
+  query_timestamp(h.f, ns|us|ms)   a message's time is its field h.f in that unit (else
+                            its packet's time)
+  query_banks(N)            register arrays per declared state (1..16, default 4)
 
 Field widths come from the header declarations, never from annotations.
 """
@@ -41,6 +44,9 @@ MAX_SLOTS = 1 << 24
 COUNT_BITS = 32  # the width of every state's count `n` (docs/stateful.md)
 SUM_BITS = 64  # the width of an average's sum `s`
 MAX_AVERAGED_WIDTH = 32  # so that `s` never overflows before `n` does
+TIME_UNITS = ("ns", "us", "ms")
+DEFAULT_BANKS = 4  # register arrays per state (pipeline.model.DEFAULT_BANKS)
+MAX_BANKS = 16
 # Words a rule gives a meaning of their own; no counter or meter may be named so.
 RESERVED = frozenset({"and", "or", "not", "in", "true", "false", "fwd", "count", "meter", "avg",
                       "rate"})
@@ -139,6 +145,19 @@ class StateVar:
     buckets: int = 1
     message_bytes: int = 0  # a packet's length when it does not say (bytes meters)
     line: int | None = None
+    # The spec's `query_timestamp(field, unit)`: a message's time is that field (None: the
+    # packet's time). Every state of a spec has the same.
+    time_field: str | None = None
+    time_unit: str | None = None
+
+    def ts_us(self, values, ts_us: int) -> int:
+        """A message's time in µs: its time field's, converted and kept to 48 bits, when
+        the spec declares one; else `ts_us`, the packet's."""
+        if self.time_field is None:
+            return ts_us
+        v = values.get(self.time_field, 0)
+        v = v // 1000 if self.time_unit == "ns" else v * 1000 if self.time_unit == "ms" else v
+        return v & ((1 << TIMESTAMP_BITS) - 1)
 
     @property
     def max_constant(self) -> int:
@@ -173,6 +192,9 @@ class Spec:
     query_fields: dict[str, QueryField] = field(default_factory=dict)
     # Declared state by how rules name it: a counter's or meter's name, `avg(h.f)`.
     state_vars: dict[str, StateVar] = field(default_factory=dict)
+    # `query_timestamp(h.f, unit)`: (field, unit), or None; `query_banks(N)`.
+    timestamp: tuple[str, str] | None = None
+    banks: int = DEFAULT_BANKS
 
     @property
     def message_headers(self) -> list[Header]:
@@ -309,11 +331,11 @@ class _SpecBuilder:
                                          f"field '{f.qname}'", node)
                 spec.message_type_field = f.qname
                 spec.message_types = tuple(sorted(set(values)))
-            elif ann in STATE_KINDS:
+            elif ann in STATE_KINDS or ann in ("query_timestamp", "query_banks"):
                 states.append((ann, args, node))  # once framing and ascii fields are known
             else:
                 known = sorted([*KINDS, *STATE_KINDS, 'ascii', 'udp_port', 'framing',
-                                'message_type'])
+                                'message_type', 'query_timestamp', 'query_banks'])
                 raise self.error(f"unknown annotation '{ann}' (known: {', '.join(known)})", node)
         for h in spec.headers:
             if h.bits % 8:
@@ -333,6 +355,17 @@ class _SpecBuilder:
         if not spec.message_headers:
             raise SpecError("the spec declares no message header", None, None, self.source)
         for ann, args, node in states:
+            if ann == "query_banks":
+                n = self._int_args(ann, args, node, count=1)[0]
+                if not 1 <= n <= MAX_BANKS:
+                    raise self.error(f"query_banks({n}): 1 .. {MAX_BANKS} banks per state",
+                                     node)
+                spec.banks = n
+            elif ann == "query_timestamp":
+                self._timestamp(spec, args, node, ascii_fields)
+        for ann, args, node in states:
+            if ann in ("query_banks", "query_timestamp"):
+                continue
             var = self._state(spec, ann, args, node, ascii_fields)
             if var.name in spec.state_vars:
                 what = "field" if var.kind == "average" else "name"
@@ -405,8 +438,30 @@ class _SpecBuilder:
                 raise self.error(f"{buckets} buckets: a power of two, at most the slots "
                                  f"({slots})", buckets_tok)
             key = k.qname
+        time_field, time_unit = spec.timestamp or (None, None)
         return StateVar(kind, name, window, slots, field_name, width, unit, key, buckets,
-                        spec.message_bytes, getattr(node.meta, "line", None))
+                        spec.message_bytes, getattr(node.meta, "line", None), time_field,
+                        time_unit)
+
+    def _timestamp(self, spec: Spec, args: list, node, ascii_fields: set[str]) -> None:
+        """`query_timestamp(h.f, ns|us|ms)`: a message field that holds its time."""
+        if spec.timestamp is not None:
+            raise self.error("query_timestamp is declared twice", node)
+        if len(args) != 2 or any(a.data != "name_arg" for a in args):
+            raise self.error("query_timestamp takes a field and a unit: "
+                             "query_timestamp(header.field, ns|us|ms)", node)
+        f = self._field_arg("query_timestamp", args[:1], node, count=1)
+        tok = args[0].children[0]
+        self._message_field(spec, "query_timestamp", f, tok)
+        if f.qname in ascii_fields:
+            raise self.error(f"query_timestamp({f.qname}): an ascii field holds no time", tok)
+        if f.width > 64:
+            raise self.error(f"query_timestamp({f.qname}): the field is {f.width} bits; at "
+                             f"most 64", tok)
+        unit_tok = args[1].children[0]
+        if str(unit_tok) not in TIME_UNITS:
+            raise self.error(f"a timestamp's unit is ns, us or ms, not '{unit_tok}'", unit_tok)
+        spec.timestamp = (f.qname, str(unit_tok))
 
     def _message_field(self, spec: Spec, ann: str, f: Field, tok) -> None:
         if spec.packet_header and f.header == spec.packet_header.name:

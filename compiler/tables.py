@@ -97,12 +97,15 @@ def bitmap(ports: frozenset[int]) -> int:
 
 def emit(d: Diagram, stages: list[Stage], leaf_table: str,
          reachable: list[int] | None = None, group: int = 1,
-         state_width: int | None = None) -> tuple[list[dict], list[dict]]:
+         state_width: int | None = None, ctx_of: dict[int, int] | None = None,
+         real_ports=None) -> tuple[list[dict], list[dict]]:
     """(table entries, multicast groups) in the entries.json form.
 
     The one group (id `group`) reaches every port a decision names, each as the replica
     `{"port": p, "rid": 0}`; there is none when no rule names a port. `state_width` is the
-    state ids' width (default: `state_bits` of the reachable states).
+    state ids' width (default: `state_bits` of the reachable states). With state
+    (`compiler.stateful`): `ctx_of` maps each leaf that decides `stateful(ctx)` to its
+    context id, and `real_ports(leaf ports)` gives the ports a leaf may send to.
     """
     reachable = d.reachable() if reachable is None else reachable
     port_texts: dict[frozenset, tuple[list[int], str]] = {}
@@ -114,7 +117,7 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
     bitmaps: dict[frozenset, int] = {}
 
     def action(t: int) -> tuple[str, dict]:
-        return decision(t, ids, leaves, bitmaps)
+        return decision(t, ids, leaves, bitmaps, ctx_of)
 
     # States in id order (the start state, 0, first): the document depends on the rule set,
     # never on the order rules were given or states found (an incremental compile, which
@@ -130,18 +133,23 @@ def emit(d: Diagram, stages: list[Stage], leaf_table: str,
                         "action": name, "params": params})
     # Every port any reachable decision names (fwd ones too: the P4 program multicasts a
     # MoldUDP64 packet whose messages were decided differently through this group).
-    used = sorted(frozenset().union(*leaves.values())) if leaves else []
+    sets = leaves.values() if real_ports is None else map(real_ports, leaves.values())
+    used = sorted(frozenset().union(*sets)) if leaves else []
     groups = [{"id": group, "replicas": [{"port": p, "rid": 0} for p in used]}] if used else []
     return entries, groups
 
 
-def decision(t, ids: dict, leaves: dict, bitmaps: dict) -> tuple[str, dict]:
+def decision(t, ids: dict, leaves: dict, bitmaps: dict,
+             ctx_of: dict | None = None) -> tuple[str, dict]:
     """The action of an entry that leads to state `t`. An entry that leads to a leaf decides
     the message right there: the leaf's action is folded into it, so leaves need no entries
-    of their own (about half of all entries). `bitmaps` caches `bitmap(ports)` per port set."""
+    of their own (about half of all entries). `bitmaps` caches `bitmap(ports)` per port set.
+    A leaf in `ctx_of` (one that needs state) decides `stateful(ctx)`."""
     ports = leaves.get(t)
     if ports is None:
         return "set_state", {"state": ids[t]}
+    if ctx_of and t in ctx_of:
+        return "stateful", {"ctx": ctx_of[t]}
     if len(ports) == 1:
         return "fwd", {"port": next(iter(ports))}
     bits = bitmaps.get(ports)
