@@ -19,8 +19,10 @@ Record encoding inside the packets (big-endian): timestamp i64, key (i32 length,
 bytes), value (likewise), header count u16, then per header: name (u16 length, UTF-8) and
 value (i32 length, -1 = null, bytes).
 
-The header also carries the record's timestamp (the i64 as a u64, milliseconds: the time the
-switch's state windows run on) and two average lanes. Packets fed to a stateful view
+The header also carries the record's timestamp, the time the switch's state windows run on
+(milliseconds modulo `TIME_MODULUS`, a whole number of days that fits the switch's 48-bit
+microseconds: so windows of a second, a minute, an hour or a day start where UTC's do, and
+the wrap every 8.9 years falls between windows), and two average lanes. Packets fed to a stateful view
 (docs/stateful.md, "Kafka views") carry in the lanes the values of the schema fields the
 view averages (`lanes`: their slots) and are `single`: one packet per record, the record
 in it or by reference, never fragments, because every packet is one message to the switch's
@@ -40,6 +42,9 @@ from shim.protocol.native import native as _native  # None: `packets` frames eve
 # topic, partition, offset, frag index, frag count, length, slots, timestamp, average lanes
 HEADER = struct.Struct(">IIQHHI8QQII")
 LANES = 2  # average lanes (kafka.avg0, kafka.avg1)
+# The header's timestamp is the record's, in ms, modulo this: 3,257 days, the most whole days
+# whose microseconds fit the 48 bits of a switch's timestamp (docs/stateful.md, "Kafka views").
+TIME_MODULUS = 3257 * 86_400_000
 ETH_IP_UDP = 14 + 20 + 8
 DEFAULT_FRAGMENT = 1400  # record bytes per packet: whole packets stay under a 1500-byte MTU
 MAX_RECORD = (1 << 20) + (1 << 19)  # what reassembly accepts (1.5 MiB), beyond Kafka's 1 MiB default
@@ -133,7 +138,7 @@ def packets(topic_id: int, partition: int, offset: int, slots: list[int], record
     by-reference packet if the record is larger than MAX_RECORD or has no encoding, or,
     `single`, larger than one fragment. `lanes`: the slots the average lanes carry."""
     frame = _framer(addr)
-    tail = (record.timestamp & 0xFFFF_FFFF_FFFF_FFFF, *lane_values(slots, lanes))
+    tail = (record.timestamp % TIME_MODULUS, *lane_values(slots, lanes))
     try:
         body = encode_record(record)
     except (struct.error, UnicodeEncodeError):  # a header beyond its u16 fields, or no UTF-8

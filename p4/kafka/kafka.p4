@@ -45,7 +45,11 @@ header kafka {
 @pragma query_field(kafka.slot7)
 
 // State a view's filter may read (docs/stateful.md, "Kafka views"), every one with a window
-// of one second (10^6 µs) and 65,536 register cells: one per view partition that uses it.
+// of one second (10^6 µs) on the records' timestamps and 65,536 register cells: one per view
+// partition that uses it. One bank each: a view with state is fed its records on its own
+// (under its own topic number), so no two rules with state are ever in scope of one packet.
+@pragma query_timestamp(kafka.timestamp, ms)
+@pragma query_banks(1)
 @pragma query_counter(records, 1000000, 65536)
 @pragma query_meter(arrivals, packets, 1000000, 65536)
 @pragma query_average(kafka.avg0, 1000000, 65536)

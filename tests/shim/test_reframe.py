@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.spec import load_spec
-from shim.reframe import (HEADER, Reassembler, Record, decode_record, encode_record,
-                          ipv4_checksum, packets)
+from shim.reframe import (HEADER, TIME_MODULUS, Reassembler, Record, decode_record,
+                          encode_record, ipv4_checksum, packets)
 from shim.subscriptions import KAFKA_SPEC
 
 
@@ -101,7 +101,8 @@ def test_single_packets_carry_timestamp_and_lanes(record, slots, lanes, fragment
     frames = packets(7, 3, 9, slots, record, fragment=fragment, lanes=tuple(lanes), single=True)
     assert len(frames) == 1
     *_, ts, avg0, avg1 = HEADER.unpack_from(frames[0], 42)
-    assert ts == record.timestamp % 2**64
+    assert ts == record.timestamp % TIME_MODULUS and TIME_MODULUS % 86_400_000 == 0
+    assert TIME_MODULUS * 1000 < 2**48 <= (TIME_MODULUS + 86_400_000) * 1000
     want = [slots[k] % 2**32 for k in lanes] + [0] * (2 - len(lanes))
     assert [avg0, avg1] == want
     whole = len(encode_record(record)) <= fragment

@@ -5,7 +5,8 @@
 //! length + bytes with -1 = null, u16 header count, per header u16-length UTF-8 name and a
 //! nullable value), fragments of `fragment` bytes each carrying the camus Kafka header
 //! (`>IIQHHI8QQII`: topic, partition, offset, fragment index, fragment count, body length,
-//! eight slots, the record's timestamp, two average lanes), and Ethernet/IPv4/UDP around it (IPv4 checksum over the fixed words plus the total
+//! eight slots, the record's timestamp modulo `TIME_MODULUS`, two average lanes), and
+//! Ethernet/IPv4/UDP around it (IPv4 checksum over the fixed words plus the total
 //! length, UDP checksum 0). The Ethernet/IP/UDP words come from the reference's own framer
 //! (a template frame with an empty payload), so addressing is defined in one place.
 //! A record larger than `MAX_RECORD`, or one the encoding cannot hold, is one by-reference
@@ -19,6 +20,8 @@ pub const ETH_IP_UDP: usize = 42;
 pub const HEADER: usize = 4 + 4 + 8 + 2 + 2 + 4 + 8 * 8 + 8 + 4 + 4; // 104
 /// `reframe.LANES`: the average lanes after the timestamp.
 pub const LANES: usize = 2;
+/// `reframe.TIME_MODULUS`: the header's timestamp is the record's (ms) modulo 3,257 days.
+pub const TIME_MODULUS: i64 = 3257 * 86_400_000;
 /// `reframe.MAX_RECORD`: the largest record encoding sent in fragments (1.5 MiB).
 pub const MAX_RECORD: usize = (1 << 20) + (1 << 19);
 /// `reframe.BY_REFERENCE`: the fragment count of a record's only frame when it is not in it.
@@ -142,7 +145,7 @@ impl Framer {
         for (k, s) in slots.iter().enumerate() {
             head[24 + 8 * k..32 + 8 * k].copy_from_slice(&s.to_be_bytes());
         }
-        head[88..96].copy_from_slice(&r.timestamp.to_be_bytes());
+        head[88..96].copy_from_slice(&r.timestamp.rem_euclid(TIME_MODULUS).to_be_bytes());
         for (i, lane) in self.lanes.iter().enumerate() {
             let v = lane.map_or(0, |k| slots[k] as u32);
             head[96 + 4 * i..100 + 4 * i].copy_from_slice(&v.to_be_bytes());
