@@ -263,6 +263,12 @@ class RemoteTarget(Target):
                                               daemon=True)
             self._watchdog.start()
 
+    def read_cells(self, register: str, first: int, count: int) -> list[tuple[int, int, int]]:
+        """The shadow's cells: what the broker's deliveries are judged by (copies the device
+        does not send as the shadow decides are repaired from it). P4Runtime's RegisterEntry
+        reads are not wired up here."""
+        return self.shadow.read_cells(register, first, count)
+
     def apply(self, changes: Changes) -> None:
         self.shadow.apply(changes)  # TargetError if refused: nothing is written to the device
         self._write(patch(self.desired, changes), changes)

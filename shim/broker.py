@@ -35,10 +35,12 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 
 from compiler.estimate import DEFAULT_MAX_ENTRIES
+from controller.target import TargetError
 from controller.targets import open_target
 from shim import compaction
 from shim.datapath import DataPath, Delivered, PortsExhausted
@@ -49,12 +51,14 @@ from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, Record, RecordBatch, decode_batches, encode_batch
+from shim.reframe import TIME_MODULUS
 from shim.schema import describe_source
 from shim.security import acl
 from shim.security.acl import AclStore, Authorizer
 from shim.security.listeners import Security
 from shim.security.quotas import QuotaStore
 from shim.security.users import UserStore
+from shim.subscriptions import LANE_FIELDS
 from shim.topics import FILTER, SCHEMA, Catalog, Topic, TopicError
 from shim.transactions import TransactionCoordinator
 from shim.txn_log import ABORT, COMMIT, TRANSACTIONAL_BIT, marker_batch
@@ -492,6 +496,32 @@ class Broker:
                 out["switch_packets_out"] = self.datapath.stats.packets_out.get(port, 0)
         return out
 
+    def view_state(self, topic: Topic) -> dict[str, str]:
+        """A view with state: its instances as the switch holds them, read from its
+        registers, one line per partition and state (`camus.state.PARTITION.STATE` in
+        DescribeConfigs, shown by `camus topic describe`); {} for any other topic."""
+        port = next((p for p, v in self.view_ports.items() if v == topic.name), None)
+        if not topic.stateful or port is None:
+            return {}
+        if topic.name in self.replaying:
+            return {"all": "being rebuilt from the source (its replay is under way)"}
+        try:
+            got = self.datapath.state_of(port)
+        except TargetError as exc:
+            return {"all": f"not readable: {exc}"}
+        schema = topic.schema
+        slot_names = {f.slot: f.name for f in schema.fields} if schema else {}
+        shown = {"records": "records", "arrivals": "rate(arrivals)"}
+        for lane, slot in zip(LANE_FIELDS, topic.lanes):
+            shown[f"avg({lane})"] = f"avg({slot_names.get(slot, lane)})"
+        spec = self.datapath.spec.state_vars
+        out = {}
+        for partition, name, cells in got:
+            for bucket, cell in enumerate(cells):
+                key = f"{partition}.{shown.get(name, name)}" + (f".{bucket}" if len(cells) > 1 else "")
+                out[key] = describe_cell(spec[name], *cell)
+        return out
+
     def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
                  end: int, local: bool = False) -> None:
         if not self.datapath.wants(topic.number) and not self.catalog.views_of(topic.name):
@@ -807,6 +837,24 @@ class Broker:
                     lg.flush()
                 except StorageError as exc:
                     log.error("%s/%d: %s", name, p, exc)
+
+
+def describe_cell(var, tag: int, n: int, s: int, now_ms: int | None = None) -> str:
+    """One instance, for people: its window (index, and start in UTC: the header's time is
+    the record's modulo `reframe.TIME_MODULUS`, so the start shown is the one nearest now)
+    and its accumulators, with the value a rule compares."""
+    if not (tag or n or s):
+        return "empty (no record in its scope yet)"
+    start_ms = tag * var.window_us // 1000
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    start_ms += round((now_ms - start_ms) / TIME_MODULUS) * TIME_MODULUS
+    when = datetime.fromtimestamp(start_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    text = f"window {tag} (from {when.replace('+00:00', 'Z')}, {var.window_us} us): n={n}"
+    if var.kind == "average":
+        text += f" s={s} avg={s / n:.6g}" if n else f" s={s} avg=0"
+    elif var.kind == "meter":
+        text += f" rate={n * 1_000_000 / var.window_us:.6g}/s"
+    return text
 
 
 def _producer(batch: RecordBatch) -> tuple[int, int] | None:

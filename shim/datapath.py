@@ -61,7 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from compiler.ast import Const, Filter, Rule
+from compiler.ast import Const, Filter, Rule, rule_state
 from compiler.compile import no_cyclic_gc
 from compiler.estimate import DEFAULT_MAX_ENTRIES
 from compiler.incremental import Incremental
@@ -129,6 +129,7 @@ class _Prepared:
     held: Held  # α and the endpoints re-checked at the edge, once committed
     # every endpoint's exact rule after it, as the network is to route (`published_of`)
     rules: list[Rule] = field(default_factory=list)
+    instances: dict = field(default_factory=dict)  # `DataPath.instances` after it
 
 
 class DataPath:
@@ -171,6 +172,9 @@ class DataPath:
         # longer what their records made them (the target was reloaded, or a rebuild of the
         # compiler moved them); the broker then feeds those views again from their start.
         self.state_lost: Callable[[set[int]], None] | None = None
+        # fed view port -> [(partition, state name, register, base, buckets)]: where its rules'
+        # instances are on the target (entries.json's `state_instances`), as committed.
+        self.instances: dict[int, list[tuple[int, str, str, int, int]]] = {}
 
     # --- control ----------------------------------------------------------------------
 
@@ -298,7 +302,41 @@ class DataPath:
             except TargetError:
                 commit = None  # the commit reloads
         return _Prepared(changes, commit, subs, held,
-                         [r for rules in self.budget.published.values() for r in rules])
+                         [r for rules in self.budget.published.values() for r in rules],
+                         self._instance_map())
+
+    def _instance_map(self) -> dict[int, list[tuple[int, str, str, int, int]]]:
+        """Where the compiler put each fed view's instances (see `instances`): on the thread
+        that compiles, from the compiler's live stateful rules, known by rule text."""
+        rules = {(r.text, r.line): (p, k) for p, rs in self.budget.exact.items()
+                 for k, r in enumerate(rs) if rule_state(r)}
+        if not rules:
+            return {}
+        state = getattr(self.compiler, "state", None)
+        if state is not None:  # the incremental compiler: only its stateful rules are walked
+            found = state.instances(self.compiler.app.name)
+        else:
+            found = self.compiler.entries().get("state_instances", [])
+        registers = {(v.name, b): r for app in self.pipeline.applications if app.state
+                     for v in app.state.vars for b, r in enumerate(v.registers)}
+        out: dict[int, list[tuple[int, str, str, int, int]]] = {}
+        for i in found:
+            where = rules.get((i["rule"], i["line"]))
+            if where is not None:
+                port, partition = where
+                out.setdefault(port, []).append((partition, i["state"],
+                                                 registers[(i["state"], i["bank"])],
+                                                 i["base"], i["buckets"]))
+        for cells in out.values():
+            cells.sort()
+        return out
+
+    def state_of(self, port: int) -> list[tuple[int, str, list[tuple[int, int, int]]]]:
+        """A fed view's instances as the target holds them: (partition, state name, cells
+        (window tag, n, s) per bucket), read from the target's registers; TargetError where
+        the target cannot read them."""
+        return [(partition, name, self.target.read_cells(register, base, buckets))
+                for partition, name, register, base, buckets in self.instances.get(port, ())]
 
     def _compiled(self, subs: dict[int, Subscription | None], epoch: int, future) -> None:
         self._compiling = False
@@ -350,6 +388,7 @@ class DataPath:
                 self._topics[sub.topic_id] += 1
         self.topics_wanted = set(self._topics)
         self._held(prepared.held)
+        self.instances = prepared.instances
         self.target.subscribed(prepared.rules)
         self._applied = epoch
         self._dirty = epoch != self._epoch
