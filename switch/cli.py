@@ -3,7 +3,8 @@
 `camus switch run` is the offline path: a pipeline directory (pipeline.json and, if present,
 entries.json, as `camus compile --out DIR` writes them) and a pcap of input frames in; one
 pcap per egress port out (`OUT/port-<n>.pcap`, copies in input order, each with its input
-frame's timestamp); counters printed. Other subcommands (`serve`) live in their own modules
+frame's timestamp); counters printed. Each frame enters the switch at its record's time
+(stateful rules' windows run on the capture's clock, docs/stateful.md). Other subcommands (`serve`) live in their own modules
 listed in EXTRA_COMMANDS, each exposing `register(subparsers)`, so adding one never means
 editing this file's commands.
 """
@@ -114,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
 def _run_batch(dp: DataPlane, records, in_port: int, out_dir: Path, writers: dict, nanoseconds: bool) -> None:
     if not records:
         return
-    outputs = dp.process_batch([r.data for r in records], in_port)
+    # Each frame at its capture time: stateful rules' windows run on the pcap's clock.
+    outputs = dp.process_batch([r.data for r in records], in_port,
+                               [r.ts_us(nanoseconds) for r in records])
     for record, copies in zip(records, outputs):
         for port, frame in copies:
             if port not in writers:

@@ -22,6 +22,15 @@ Counters (`counters()`) are a dict:
    "drops": {"malformed": n, "truncated": n, "oversized": n, "no_route": n}}
 A stage, default, leaf or egress table counts one lookup per message (egress: per copy); the
 IPv4 table one per packet it forwards or fails to forward.
+
+State (IR 4, docs/pipeline-ir.md "State"): packets go in with their time, `ts_us`
+(microseconds; a pipeline whose spec declares a time field reads the message's field
+instead). A caller that has a time gives it: `camus switch run` a pcap record's, the broker a
+record's timestamp. A caller that gives none gets the ingress clock: the real-time clock in
+µs since the Unix epoch, modulo 2^48, read as the frame is processed (live UDP input, `camus
+switch serve`). Register cells are read, written and zeroed by name (`read_cells`,
+`write_cell`, `reset_cells`: the control plane's resets and P4Runtime's RegisterEntry); a
+cell is (window tag, n, s).
 """
 
 from __future__ import annotations
@@ -135,27 +144,57 @@ class DataPlane(abc.ABC):
     # ---- data ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def process(self, packet: bytes, in_port: int) -> Output:
-        """Run one frame through the pipeline; return its (egress_port, frame) copies."""
+    def process(self, packet: bytes, in_port: int, ts_us: int | None = None) -> Output:
+        """Run one frame, at time `ts_us` (None: the ingress clock), through the pipeline;
+        return its (egress_port, frame) copies."""
 
-    def process_batch(self, packets: Sequence[bytes], in_port: int) -> list[Output]:
-        """`process` over many frames arriving on one port; one output list per frame."""
-        return [self.process(p, in_port) for p in packets]
+    def process_batch(self, packets: Sequence[bytes], in_port: int,
+                      ts_us: Sequence[int] | None = None) -> list[Output]:
+        """`process` over many frames arriving on one port, in order (`ts_us`: one time per
+        frame, or None); one output list per frame."""
+        times = ts_us if ts_us is not None else [None] * len(packets)
+        return [self.process(p, in_port, t) for p, t in zip(packets, times)]
 
-    def process_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
-        """Frames back to back in `buf` (a u32 LE length each in `lengths`); their copies back
-        to back, and per copy <input index, egress port, offset, length> as u32 LE words.
+    def process_packed(self, buf: bytes, lengths: bytes, in_port: int,
+                       ts_us: Sequence[int] | bytes | None = None) -> tuple[bytes, bytes]:
+        """Frames back to back in `buf` (a u32 LE length each in `lengths`; `ts_us` one time
+        per frame, a sequence or packed as u64 LE, or None); their copies back to back, and
+        per copy <input index, egress port, offset, length> as u32 LE words.
         The compiled implementation does this in one call; this is `process_batch` around it."""
         frames, pos = [], 0
         for (n,) in struct.iter_unpack("<I", lengths):
             frames.append(buf[pos:pos + n])
             pos += n
+        if isinstance(ts_us, bytes):
+            ts_us = [t for (t,) in struct.iter_unpack("<Q", ts_us)]
         out, copies = bytearray(), bytearray()
-        for i, emitted in enumerate(self.process_batch(frames, in_port)):
+        for i, emitted in enumerate(self.process_batch(frames, in_port, ts_us)):
             for port, frame in emitted:
                 copies += struct.pack("<4I", i, port, len(out), len(frame))
                 out += frame
         return bytes(out), bytes(copies)
+
+    # ---- registers (IR 4) --------------------------------------------------------------
+
+    def register_slots(self, register: str) -> int:
+        """The number of cells of a register of this pipeline; EntryError if it has none so
+        named."""
+        for app in self.pipeline.applications:
+            for var in app.state.vars if app.state else ():
+                if register in var.registers:
+                    return var.slots
+        raise EntryError(f"no register named {register!r}")
+
+    def _check_cells(self, register: str, first: int, count: int | None) -> int:
+        """`count` (None: to the last cell) once first..first+count-1 are known cells."""
+        slots = self.register_slots(register)
+        if count is None:
+            count = slots - first
+        if not (isinstance(first, int) and isinstance(count, int) and 0 <= first
+                and 0 <= count and first + count <= slots):
+            raise EntryError(f"register {register!r}: cells {first}..{first}+{count} are not "
+                             f"within its {slots} cells")
+        return count
 
     @abc.abstractmethod
     def counters(self) -> dict[str, Any]:

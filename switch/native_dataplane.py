@@ -7,6 +7,13 @@ and translates counters back into the shared dict shape. The interface's packed 
 (`process_packed`: frames concatenated in one buffer, copies returned in one buffer) is one
 call into the extension here; beyond the interface it offers `classify_packed`, the table
 walk alone, for the benchmark.
+
+State (IR 4, docs/pipeline-ir.md "State"): the plan carries each application's declared
+states (kind, window, key and averaged fields by bit offset, buckets), their bind tables and
+register arrays by index, and the decide table; bind and decide entries go to the extension
+through their own calls (their actions carry several parameters), and a decide entry's port
+bitmap is interned like an mcast's. Data calls take each frame's time in µs; without one the
+extension stamps frames with its ingress clock (µs since the data plane was built).
 """
 
 from __future__ import annotations
@@ -17,15 +24,44 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.entries import Entry
-from pipeline.model import Field, Pipeline
+from pipeline.model import BIND, DECIDE, Application, EntryError, Field, Pipeline
 from switch.dataplane import DROP_REASONS, DataPlane, Output
 from switch.native_switch import load as load_native
 
-ACTION_CODES = {"set_state": 1, "fwd": 2, "mcast": 3, "drop": 4, "set_udp_port": 5}
+ACTION_CODES = {"set_state": 1, "fwd": 2, "mcast": 3, "drop": 4, "set_udp_port": 5, "stateful": 6}
 
 
 def _field(f: Field) -> dict:
     return {"bit_offset": f.bit_offset, "width": f.width}
+
+
+def _words(value: int) -> list[int]:
+    """An integer as 64-bit words, low first (at least one)."""
+    return [(value >> s) & 0xFFFFFFFFFFFFFFFF for s in range(0, max(value.bit_length(), 1), 64)]
+
+
+def registers_of(pipeline: Pipeline) -> dict[str, int]:
+    """The extension's index of every register array, by name (states in order, banks in order)."""
+    names = [r for app in pipeline.applications if app.state
+             for var in app.state.vars for r in var.registers]
+    return {name: i for i, name in enumerate(names)}
+
+
+def _state_plan(app: Application, index: dict[str, int], registers: dict[str, int]) -> dict | None:
+    st = app.state
+    if st is None:
+        return None
+    ts = st.timestamp
+    return {
+        "time": None if ts is None else {"field": _field(ts.field), "unit": ts.unit},
+        "vars": [{"kind": f"meter_{v.unit}" if v.kind == "meter" else v.kind,
+                  "field": _field(v.field) if v.field else None,
+                  "key": _field(v.key) if v.key else None,
+                  "window_us": v.window_us, "buckets": v.buckets,
+                  "bind_tables": [index[t] for t in v.bind_tables],
+                  "registers": [registers[r] for r in v.registers]} for v in st.vars],
+        "decide_table": index[st.decide_table],
+    }
 
 
 def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
@@ -35,8 +71,11 @@ def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
     tables = []
     for name in names:
         info = pipeline.tables[name]
-        # The native tables are named after the match kinds; "state" keys on the state alone.
-        tables.append({"kind": info.match_kind or "state", "width": info.field.width if info.field else 0})
+        # The native tables are named after the match kinds; "state" keys on the state alone;
+        # bind and decide tables hold their entries in the application's state machine.
+        kind = info.role if info.role in (BIND, DECIDE) else info.match_kind or "state"
+        tables.append({"kind": kind, "width": info.field.width if info.field else 0})
+    registers = registers_of(pipeline)
     apps = [
         {
             "udp_port": app.udp_port,
@@ -48,17 +87,26 @@ def plan_for(pipeline: Pipeline, max_frame: int) -> tuple[dict, dict[str, int]]:
                                    "default_table": index[s.default_table]} for s in lane.stages],
                        "leaf_table": index[lane.leaf_table]} for lane in app.all_lanes],
             "multicast_group": app.multicast_group,
+            "state": _state_plan(app, index, registers),
         }
         for app in pipeline.applications
     ]
+    cells = {r: (v.slots, v.kind == "average") for app in pipeline.applications if app.state
+             for v in app.state.vars for r in v.registers}
     plan = {"max_frame": max_frame, "apps": apps, "tables": tables,
-            "ipv4_table": index[pipeline.ipv4_table], "egress_table": index[pipeline.egress_table]}
+            "ipv4_table": index[pipeline.ipv4_table], "egress_table": index[pipeline.egress_table],
+            "registers": [{"slots": cells[r][0], "average": cells[r][1]} for r in registers]}
     return plan, index
 
 
 def pack(frames: Sequence[bytes]) -> tuple[bytes, bytes]:
     """Frames as the packed calls take them: one buffer and a u32 length per frame."""
     return b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames))
+
+
+def pack_times(ts_us: Sequence[int] | None) -> bytes | None:
+    """Per-frame timestamps (µs) as the packed calls take them: a u64 per frame."""
+    return None if ts_us is None else struct.pack(f"<{len(ts_us)}Q", *ts_us)
 
 
 class _PortSets:
@@ -78,8 +126,7 @@ class _PortSets:
             i = self.free.pop() if self.free else len(self.index)
             self.index[bits] = i
             self.refs[bits] = 0
-            words = [(bits >> s) & 0xFFFFFFFFFFFFFFFF for s in range(0, max(bits.bit_length(), 1), 64)]
-            self.sw.set_port_set(i, words)
+            self.sw.set_port_set(i, _words(bits))
         self.refs[bits] += 1
         return i
 
@@ -101,6 +148,7 @@ class NativeDataPlane(DataPlane):
         super().__init__(pipeline, **options)
         plan, self._index = plan_for(self.pipeline, self.max_frame)
         self._names = list(self._index)
+        self._registers = registers_of(self.pipeline)
         self._sw = native.Switch(json.dumps(plan))
         self._port_sets = _PortSets(self._sw)
 
@@ -109,6 +157,20 @@ class NativeDataPlane(DataPlane):
     def _install(self, e: Entry) -> None:
         # Every key arrives reduced to (state, a, b): see pipeline.entries.Entry. An mcast
         # entry's bitmap is too wide for the native action: it carries the bitmap's index.
+        if e.role == BIND:
+            base, scoped, bounds, strict, *thresholds = e.params
+            self._sw.install_bind(self._index[e.table], e.state, base, bool(scoped), bounds, strict,
+                                  thresholds)
+            return
+        if e.role == DECIDE:
+            ports, update = e.params
+            # A decision with no port (updates only) needs no bitmap.
+            index = self._port_sets.acquire(ports) if ports else None
+            self._port_sets.release_entry(e.key)
+            if ports:
+                self._port_sets.by_entry[e.key] = ports
+            self._sw.install_decide(self._index[e.table], e.state, _words(e.a), index, _words(update))
+            return
         param = e.param
         if e.action == "mcast":
             param = self._port_sets.acquire(e.param)
@@ -118,7 +180,12 @@ class NativeDataPlane(DataPlane):
         self._sw.install(self._index[e.table], e.state, e.a, e.b, e.priority, ACTION_CODES[e.action], param)
 
     def _uninstall(self, e: Entry) -> None:
-        self._sw.uninstall(self._index[e.table], e.state, e.a, e.b, e.priority)
+        if e.role == BIND:
+            self._sw.uninstall_bind(self._index[e.table], e.state)
+        elif e.role == DECIDE:
+            self._sw.uninstall_decide(self._index[e.table], e.state, _words(e.a))
+        else:
+            self._sw.uninstall(self._index[e.table], e.state, e.a, e.b, e.priority)
         self._port_sets.release_entry(e.key)
 
     def _install_group(self, group_id, replicas) -> None:
@@ -129,29 +196,56 @@ class NativeDataPlane(DataPlane):
 
     # ---- data ----
 
-    def process(self, packet: bytes, in_port: int) -> Output:
-        return self._sw.process(bytes(packet), in_port)
+    def process(self, packet: bytes, in_port: int, ts_us: int | None = None) -> Output:
+        return self._sw.process(bytes(packet), in_port, ts_us)
 
-    def process_batch(self, packets: Sequence[bytes], in_port: int) -> list[Output]:
-        buf, records = self.process_packed(*pack(packets), in_port)
+    def process_batch(self, packets: Sequence[bytes], in_port: int,
+                      ts_us: Sequence[int] | None = None) -> list[Output]:
+        buf, records = self.process_packed(*pack(packets), in_port, ts_us)
         out: list[Output] = [[] for _ in packets]
         view = memoryview(buf)
         for i, port, off, n in struct.iter_unpack("<4I", records):
             out[i].append((port, bytes(view[off: off + n])))
         return out
 
-    def process_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
-        """Packed frames in; (copies buffer, per-copy records <input index, port, offset, length>)."""
-        return self._sw.process_packed(buf, lengths, in_port)
+    def process_packed(self, buf: bytes, lengths: bytes, in_port: int,
+                       ts_us: Sequence[int] | bytes | None = None) -> tuple[bytes, bytes]:
+        """Packed frames in; (copies buffer, per-copy records <input index, port, offset, length>).
+        `ts_us`: each frame's time in µs (a sequence, or already packed as u64 LE)."""
+        return self._sw.process_packed(buf, lengths, in_port, _times(ts_us))
 
-    def classify_packed(self, buf: bytes, lengths: bytes, in_port: int) -> tuple[bytes, bytes]:
+    def classify_packed(self, buf: bytes, lengths: bytes, in_port: int,
+                        ts_us: Sequence[int] | bytes | None = None) -> tuple[bytes, bytes]:
         """The table walk alone: (u64 leaf code per message block, u32 block count per frame;
         with several lanes, a code per block and lane, lane-major, and their count).
 
         A code is 0 when no rule selects the message, 1<<32 | port for fwd, 2<<32 | i for
         mcast, i the native index of its port bitmap. Frames that are dropped or carry no application report 0 blocks.
+        With state, the state stages run as in `process_packed` (registers change), and a
+        stateful message's code is its decision's (2<<32 | i, or 0).
         """
-        return self._sw.classify_packed(buf, lengths, in_port)
+        return self._sw.classify_packed(buf, lengths, in_port, _times(ts_us))
+
+    # ---- registers (IR 4) ----
+
+    def reset_cells(self, register: str, first: int, count: int) -> None:
+        """Zero cells first..first+count-1 of a register: empty instances."""
+        count = self._check_cells(register, first, count)
+        self._sw.reset_cells(self._registers[register], first, count)
+
+    def read_cells(self, register: str, first: int = 0, count: int | None = None) -> list[tuple[int, int, int]]:
+        """(window tag, n, s) of each cell in first..first+count-1 (default: to the end)."""
+        count = self._check_cells(register, first, count)
+        return self._sw.read_cells(self._registers[register], first, count)
+
+    def write_cell(self, register: str, index: int, cell: tuple[int, int, int]) -> None:
+        """Set one cell to (window tag, n, s)."""
+        self._check_cells(register, index, 1)
+        tag, n, s = cell
+        try:
+            self._sw.write_cell(self._registers[register], index, tag, n, s)
+        except (ValueError, OverflowError) as exc:
+            raise EntryError(f"register {register!r} cell {index}: {exc}") from None
 
     # ---- counters ----
 
@@ -165,3 +259,7 @@ class NativeDataPlane(DataPlane):
 
     def reset_counters(self) -> None:
         self._sw.reset_counters()
+
+
+def _times(ts_us: Sequence[int] | bytes | None) -> bytes | None:
+    return ts_us if ts_us is None or isinstance(ts_us, bytes) else pack_times(ts_us)

@@ -17,7 +17,7 @@ from types import ModuleType
 
 # The interface switch/native_dataplane.py is written against: switch/native/src/lib.rs
 # `ABI_VERSION`, bumped with it whenever `Switch` or its plan changes.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 def load() -> ModuleType:

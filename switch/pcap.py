@@ -31,6 +31,11 @@ class Record:
     fraction: int  # microseconds or nanoseconds, per the file's resolution
     data: bytes
 
+    def ts_us(self, nanoseconds: bool) -> int:
+        """The record's time in whole microseconds since the epoch (what a data plane's
+        state stages take as a packet's time): nanoseconds are truncated."""
+        return self.seconds * 1_000_000 + (self.fraction // 1000 if nanoseconds else self.fraction)
+
 
 class PcapReader:
     """Iterate the records of a classic pcap file opened in binary mode.

@@ -9,9 +9,11 @@
 use crate::headers::{
     be16, ipv4_checksum, parse, Extractor, Parsed, Udp, ETH, MOLD, NO_ROUTE, TRUNCATED,
 };
-use crate::tables::{prefetch, Action, Table, CHUNK, DROP, FWD, MCAST, SET_STATE};
+use crate::state::{AppState, PlanRegister, PlanState, Register};
+use crate::tables::{prefetch, Action, Table, CHUNK, DROP, FWD, MCAST, SET_STATE, STATEFUL};
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A walk state no message can be in (states have at most 56 bits): "not walking", for
 /// messages that are not subscription messages or are already decided.
@@ -47,6 +49,9 @@ pub struct PlanApp {
     /// At least one; a message's replicas are the union of every lane's decision's.
     pub lanes: Vec<PlanLane>,
     pub multicast_group: u32,
+    /// IR 4: the application's state stages (None: the spec declares no state).
+    #[serde(default)]
+    pub state: Option<PlanState>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +67,9 @@ pub struct Plan {
     pub tables: Vec<PlanTable>,
     pub ipv4_table: usize,
     pub egress_table: usize,
+    /// IR 4: every register array of every application's states, by index.
+    #[serde(default)]
+    pub registers: Vec<PlanRegister>,
 }
 
 #[derive(Clone, Copy)]
@@ -84,6 +92,7 @@ struct App {
     types: Vec<u64>,
     lanes: Vec<Lane>,
     multicast_group: u32,
+    state: Option<AppState>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -144,6 +153,9 @@ pub enum Leaf {
     Port(u32),
     /// An mcast decision: the index of its port bitmap in `Switch::port_sets`.
     Ports(u32),
+    /// The walk handed the message to the state stages with this context (IR 4); they
+    /// replace it by `Ports` or `None` before anything reads the leaves.
+    Stateful(u64),
 }
 
 impl Leaf {
@@ -152,6 +164,7 @@ impl Leaf {
         match a.code() {
             FWD => Leaf::Port(a.param() as u32),
             MCAST => Leaf::Ports(a.param() as u32),
+            STATEFUL => Leaf::Stateful(a.param()),
             _ => Leaf::None,
         }
     }
@@ -159,7 +172,7 @@ impl Leaf {
     /// 0 = no selection, 1<<32 | port = fwd, 2<<32 | port-set index = mcast.
     pub fn code(self) -> u64 {
         match self {
-            Leaf::None => 0,
+            Leaf::None | Leaf::Stateful(_) => 0,
             Leaf::Port(p) => (1u64 << 32) | p as u64,
             Leaf::Ports(i) => (2u64 << 32) | i as u64,
         }
@@ -216,12 +229,24 @@ pub struct Switch {
     pub misses: Vec<u64>,
     pub ports: PortTable,
     pub drops: [u64; 4],
+    /// IR 4: the register arrays of every application's states, by plan index.
+    pub registers: Vec<Register>,
     // Scratch reused across packets: message blocks, walk states, leaves, (port, rid,
     // message) triples.
     blocks: Vec<(usize, usize)>,
     states: Vec<u64>,
     leaves: Vec<Leaf>,
     picks: Vec<(u32, u16, u32)>,
+}
+
+/// The time of a frame given none: the real-time clock in µs since the Unix epoch (the
+/// state stages keep it modulo 2^48), so that windows on live traffic fall where a replay of
+/// its capture, stamped with the capture's times, puts them. Read once per frame, and only
+/// for frames with a stateful message.
+fn ingress_clock() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 /// One copy in the output buffer.
@@ -248,6 +273,7 @@ impl Switch {
                 Err(format!("table index {i} out of range"))
             }
         };
+        let registers: Vec<Register> = plan.registers.iter().map(Register::new).collect();
         let mut apps = Vec::new();
         for a in &plan.apps {
             if a.lanes.is_empty() {
@@ -276,6 +302,10 @@ impl Switch {
                 types: a.types.clone(),
                 lanes,
                 multicast_group: a.multicast_group,
+                state: match &a.state {
+                    Some(s) => Some(AppState::new(s, n, &registers)?),
+                    None => None,
+                },
             });
         }
         Ok(Switch {
@@ -290,11 +320,17 @@ impl Switch {
             port_sets: Vec::new(),
             ports: PortTable::new(),
             drops: [0; 4],
+            registers,
             blocks: Vec::new(),
             states: Vec::new(),
             leaves: Vec::new(),
             picks: Vec::new(),
         })
+    }
+
+    /// The state machines of the applications that have state.
+    pub fn apps_state_mut(&mut self) -> impl Iterator<Item = &mut AppState> {
+        self.apps.iter_mut().filter_map(|a| a.state.as_mut())
     }
 
     pub fn reset_counters(&mut self) {
@@ -356,7 +392,7 @@ impl Switch {
     /// lookups made, and so the counters, are exactly those of walking each message alone.
     /// Messages go to the tables in chunks (`Table::lookup_chunk`), which range tables
     /// answer in phases for the same reason.
-    fn classify_blocks(&mut self, app: usize, frame: &[u8]) {
+    fn classify_blocks(&mut self, app: usize, frame: &[u8], ts: Option<u64>) {
         let mut states = std::mem::take(&mut self.states);
         let mut leaves = std::mem::take(&mut self.leaves);
         leaves.clear();
@@ -384,6 +420,38 @@ impl Switch {
         }
         self.states = states;
         self.leaves = leaves;
+        if self.apps[app].state.is_some() {
+            self.run_state(app, frame, ts);
+        }
+    }
+
+    /// The state stages (IR 4) for the messages whose walk decided `stateful(ctx)`, one
+    /// message after another in packet order, since each sees the cells the one before it
+    /// wrote. An application with state has one lane, so `leaves` is one per block.
+    fn run_state(&mut self, app: usize, frame: &[u8], ts: Option<u64>) {
+        let mut packet_ts = ts;
+        let Switch {
+            apps,
+            blocks,
+            leaves,
+            registers,
+            hits,
+            misses,
+            ..
+        } = self;
+        let Some(st) = apps[app].state.as_mut() else {
+            return;
+        };
+        for (k, &(off, n)) in blocks.iter().enumerate() {
+            if let Leaf::Stateful(ctx) = leaves[k] {
+                let t = *packet_ts.get_or_insert_with(ingress_clock);
+                let msg = &frame[off..off + n];
+                leaves[k] = match st.run(ctx, msg, n as u64, t, registers, hits, misses) {
+                    Some(set) => Leaf::Ports(set),
+                    None => Leaf::None,
+                };
+            }
+        }
     }
 
     /// One lane's stage-major walk (see `classify_blocks`) over `states`, deciding `leaves`.
@@ -446,7 +514,7 @@ impl Switch {
     /// several lanes, one per block and lane, lane-major). Returns the number of codes (0 for
     /// a dropped or non-subscription frame).
     /// Codes are appended as little-endian u64 bytes, ready to hand to Python.
-    pub fn classify(&mut self, frame: &[u8], in_port: u32, out: &mut Vec<u8>) -> u32 {
+    pub fn classify(&mut self, frame: &[u8], in_port: u32, ts: Option<u64>, out: &mut Vec<u8>) -> u32 {
         self.ports.get(in_port).rx += 1;
         // Batches lay frames back to back: ask for the lines after this frame (where the
         // next one usually lies) while this one is walked. A hint only, never dereferenced.
@@ -465,7 +533,7 @@ impl Switch {
         if self.split(frame, app, &u).is_err() {
             return 0;
         }
-        self.classify_blocks(app, frame);
+        self.classify_blocks(app, frame, ts);
         for leaf in &self.leaves {
             out.extend_from_slice(&leaf.code().to_le_bytes());
         }
@@ -473,16 +541,19 @@ impl Switch {
     }
 
     /// Forward one frame: append its copies to `buf`/`copies`, count everything.
+    /// `ts`: the frame's time in µs (None: the ingress clock), which the state stages read
+    /// unless the application declares a time field.
     pub fn process(
         &mut self,
         frame: &[u8],
         in_port: u32,
+        ts: Option<u64>,
         buf: &mut Vec<u8>,
         copies: &mut Vec<Copy>,
     ) {
         self.ports.get(in_port).rx += 1;
         let first_copy = copies.len();
-        match self.forward(frame, buf, copies) {
+        match self.forward(frame, ts, buf, copies) {
             Ok(()) => {
                 for c in &copies[first_copy..] {
                     self.ports.get(c.port).tx += 1;
@@ -495,6 +566,7 @@ impl Switch {
     fn forward(
         &mut self,
         frame: &[u8],
+        ts: Option<u64>,
         buf: &mut Vec<u8>,
         copies: &mut Vec<Copy>,
     ) -> Result<(), usize> {
@@ -503,7 +575,7 @@ impl Switch {
             Parsed::Ip => {}
             Parsed::Udp(u) => {
                 if let Some(app) = self.app_index(u.dport) {
-                    if self.subscription(frame, app, &u, buf, copies)? {
+                    if self.subscription(frame, app, &u, ts, buf, copies)? {
                         return Ok(());
                     }
                 }
@@ -539,11 +611,12 @@ impl Switch {
         frame: &[u8],
         app: usize,
         u: &Udp,
+        ts: Option<u64>,
         buf: &mut Vec<u8>,
         copies: &mut Vec<Copy>,
     ) -> Result<bool, usize> {
         let seq = self.split(frame, app, u)?;
-        self.classify_blocks(app, frame);
+        self.classify_blocks(app, frame, ts);
         let blocks = std::mem::take(&mut self.blocks);
         let leaves = std::mem::take(&mut self.leaves);
         let mut picks = std::mem::take(&mut self.picks);
@@ -552,7 +625,7 @@ impl Switch {
         for (slot, leaf) in leaves.iter().enumerate() {
             let i = slot % nblocks; // the message; slot / nblocks is the lane
             match *leaf {
-                Leaf::None => {}
+                Leaf::None | Leaf::Stateful(_) => {}
                 Leaf::Port(p) => picks.push((p, 0, i as u32)),
                 Leaf::Ports(set) => {
                     // Egress pruning: of the application's group, the replicas whose port's

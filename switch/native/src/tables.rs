@@ -15,6 +15,8 @@ pub const MCAST: u8 = 3;
 pub const DROP: u8 = 4;
 #[allow(dead_code)] // the egress table's only action: its param is read, never its code
 pub const SET_UDP_PORT: u8 = 5;
+/// IR 4: hand the message to the state stages with the context in the parameter.
+pub const STATEFUL: u8 = 6;
 
 /// An action and its one parameter packed in 8 bytes (code in the top byte): table
 /// memory is what the classification rate is bound by, and a 16-byte action made every
@@ -252,6 +254,9 @@ pub enum Table {
     Range(FxHashMap<u64, RangeSet<u64>>),
     Lpm(u32, FxHashMap<u64, LpmSet>),
     Ternary(FxHashMap<u64, Vec<(u32, u64, u64, Action)>>),
+    /// A state table (IR 4: bind, decide): its entries live in the application's
+    /// `state::AppState`, which looks them up; here it only holds its index (and counters).
+    Stateful,
 }
 
 impl Table {
@@ -263,6 +268,7 @@ impl Table {
             "range" => Table::Range(FxHashMap::default()),
             "lpm" => Table::Lpm(width, FxHashMap::default()),
             "ternary" => Table::Ternary(FxHashMap::default()),
+            "bind" | "decide" => Table::Stateful,
             _ => return None,
         })
     }
@@ -295,6 +301,7 @@ impl Table {
                     }
                 }
             }
+            Table::Stateful => {}
             Table::Ternary(m) => {
                 let list = m.entry(state).or_default();
                 match list
@@ -349,6 +356,7 @@ impl Table {
                     }
                 }
             }
+            Table::Stateful => {}
             Table::Ternary(m) => {
                 if let Some(list) = m.get_mut(&state) {
                     list.retain(|e| !(e.0 == priority && e.1 == a && e.2 == b));
@@ -390,6 +398,7 @@ impl Table {
             Table::Ternary(m) => m
                 .get(&state)
                 .and_then(|list| list.iter().find(|e| v & e.2 == e.1).map(|e| e.3)),
+            Table::Stateful => None,
         }
     }
 }
