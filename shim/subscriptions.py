@@ -25,6 +25,7 @@ so that each partition's records, in offset order, are the only thing its instan
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,9 +84,8 @@ class TopicSpec(Spec):
             for f in schema.fields:
                 if f.is_string or f.width > 32:
                     continue
-                var = StateVar("average", f"avg({f.name})", lane.window_us, lane.slots,
-                               f"{SCHEMA_HEADER}.{f.name}", f.width, None, None, 1,
-                               lane.message_bytes, lane.line)
+                var = dataclasses.replace(lane, name=f"avg({f.name})",
+                                          field=f"{SCHEMA_HEADER}.{f.name}", field_width=f.width)
                 self.state_vars[var.name] = var
                 self.averages[var] = f.slot
 
