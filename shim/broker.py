@@ -286,6 +286,11 @@ class Broker:
         if schema_changed and views:
             raise TopicError(f"{topic.name!r}: camus.schema cannot change while views "
                              f"{', '.join(v.name for v in views)} read it", "invalid_config")
+        stateful = [v.name for v in views if v.stateful]
+        if candidate.compacted and not topic.is_view and stateful:
+            raise TopicError(f"{topic.name!r}: cleanup.policy={candidate.config('cleanup.policy')} "
+                             f"would compact away records that views with state "
+                             f"({', '.join(stateful)}) counted", "invalid_config")
         if validate_only:
             return False
         refilter = topic.is_view and candidate.configs[FILTER] != topic.configs[FILTER]

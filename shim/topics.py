@@ -241,6 +241,11 @@ class Catalog:
                 check_compilable(topic.filter)
         except CamusError as exc:
             raise TopicError(str(exc), "invalid_config") from None
+        if topic.stateful and self.get(topic.source).compacted:
+            raise TopicError(f"{FILTER} reads state, and {topic.source!r} is compacted "
+                             f"(cleanup.policy={self.get(topic.source).config('cleanup.policy')}): "
+                             "a view with state is its filter over every record of its source, "
+                             "in order, which compaction removes from under it", "invalid_config")
         return topic
 
     def _number(self, name: str) -> int:
