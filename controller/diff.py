@@ -68,11 +68,14 @@ def patch(doc: dict, changes: Changes) -> dict:
 
 def apply_steps(switch, changes: Changes) -> None:
     """Write `changes` to an in-process switch (`switch.dataplane.DataPlane`'s insert, modify,
-    delete, set_group and delete_group), in `steps()` order; its EntryError propagates."""
+    delete, set_group, delete_group and reset_cells), in `steps()` order; its EntryError
+    propagates."""
     for op, item in changes.steps():
         if op == "set_group":
             switch.set_group(*item)
         elif op == "delete_group":
             switch.delete_group(item)
+        elif op == "reset_cells":  # (register, first cell, count): a new rule's instances
+            switch.reset_cells(*item)
         else:
             getattr(switch, op)(item)

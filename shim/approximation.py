@@ -191,7 +191,8 @@ class Budget:
         self._keep(exact, alpha, {p: self._approximated(r, alpha) for p, r in exact.items()},
                    count)
         new_doc = new.entries()
-        return new, diff(old_doc, new_doc), self._state(subs, count, moved(old_doc, new_doc, exact))
+        return new, _diff(old_doc, new_doc, new), self._state(subs, count,
+                                                              moved(old_doc, new_doc, exact))
 
     def rebuild(self) -> Compiler:
         """A compiler holding what this object says it holds (after a failed change)."""
@@ -216,7 +217,7 @@ class Budget:
                         "to %d entries, more than the budget of %d (--max-entries): such rule "
                         "sets are held exact, not approximated", count, self.max_entries)
         old_doc, new_doc = compiler.entries(), new.entries()
-        changes = diff(old_doc, new_doc)
+        changes = _diff(old_doc, new_doc, new)
         self._keep(exact, {}, dict(exact), count)
         return new, changes, self._state(subs, count, moved(old_doc, new_doc, exact))
 
@@ -304,6 +305,22 @@ def _all(by_endpoint: Mapping[int, tuple[Rule, ...]]) -> list[Rule]:
 
 def _entries(compiler: Compiler) -> int:
     return compiler.stats()["entries"]["total"]
+
+
+def _diff(old_doc: dict, new_doc: dict, new: Compiler) -> Changes:
+    """`diff` of two documents, with the resets a whole document needs (docs/pipeline-ir.md,
+    "Resets"): every instance range of `new_doc` that `old_doc` does not have for the same
+    rule (text and line) at the same place is zeroed, so a rule's instances start empty."""
+    changes = diff(old_doc, new_doc)
+    kept = {(i["rule"], i["line"], i["application"], i["state"], i["bank"], i["base"])
+            for i in old_doc.get("state_instances", ())}
+    registers = {(app.name, v.name, b): r for app in new.pipeline.applications if app.state
+                 for v in app.state.vars for b, r in enumerate(v.registers)}
+    changes.reset_cells = [
+        (registers[(i["application"], i["state"], i["bank"])], i["base"], i["buckets"])
+        for i in new_doc.get("state_instances", ())
+        if (i["rule"], i["line"], i["application"], i["state"], i["bank"], i["base"]) not in kept]
+    return changes
 
 
 def moved(old_doc: dict, new_doc: dict, exact: Mapping[int, tuple[Rule, ...]]) -> frozenset[int]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from compiler.ast import And, Atom, Const, Filter, Not, Or, Rule, StateAtom, state_atoms
 from compiler.errors import RuleError, SpecError
 from compiler import formula
+from compiler.compile import compile_rules
 from compiler.rules import deep_recursion, parse_filter
 from compiler.spec import QueryField, Spec, StateVar, load_spec
 from shim.schema import Schema
@@ -159,15 +160,23 @@ def view_filter(base: Spec, schema: Schema | None, text: str) -> Filter:
     return parse_view(base, schema, text).filter
 
 
-def check_compilable(f: Filter) -> None:
+def check_compilable(f: Filter, base: Spec | None = None) -> None:
     """RuleError if `f` is too large to compile as one subscription, by the rule the compiler
     applies to a rule file (`compiler.formula.check`): a filter whose normal form may pass
     the compiler's limit (an upper bound, computed without building it) compiles as a
-    formula, unless its own decision diagram passes the formula limit. Checked where a view
-    is created, so that a filter the data path could refuse is refused there
-    (INVALID_CONFIG), not at every later produce."""
+    formula, unless its own decision diagram passes the formula limit. A filter with state
+    is compiled alone on the Kafka spec `base` as well: what the compiler refuses of one
+    stateful rule (more boundaries on a state than a bind entry holds, too many region
+    combinations) it refuses whatever the other rules. Checked where a view is created, so
+    that a filter the data path could refuse is refused there (INVALID_CONFIG), not at every
+    later produce."""
     with deep_recursion():
         formula.check(f, None, None, what="camus.filter")
+        if base is not None and has_state(f):
+            try:
+                compile_rules(base, [Rule(f, frozenset([1]), 1, "camus.filter")], static=True)
+            except RuleError as exc:
+                raise RuleError(exc.message, exc.line, exc.column, "camus.filter") from None
 
 
 def _onto(slots: dict[QueryField, QueryField], f: Filter,

@@ -238,7 +238,7 @@ class Catalog:
         try:
             self._derive(topic)
             if topic.is_view:
-                check_compilable(topic.filter)
+                check_compilable(topic.filter, self.spec)
         except CamusError as exc:
             raise TopicError(str(exc), "invalid_config") from None
         if topic.stateful and self.get(topic.source).compacted:
