@@ -22,19 +22,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.ast import Rule
-from compiler.errors import RuleError
-from compiler.rules import parse_filter
-from compiler.semantics import Evaluator, Packet
 from shim.broker import Broker, Config, describe_cell
 from shim.protocol.records import Record, decode_batches, encode_batch
-from shim.schema import parse_schema
-from shim.subscriptions import TopicSpec, kafka_spec
 from shim.topics import TopicError
+
+from . import views_reference
 
 SCHEMA = "stock:str8=$.stock,price:u32=$.price,qty:u16=$.qty"
 T0 = 1_700_000_000_000  # ms, a whole second
-DAYS_3257 = 3257 * 86_400_000  # what the header's timestamp is taken modulo
+DAYS_3257 = views_reference.DAYS_3257  # what the header's timestamp is taken modulo
 
 
 # ---- the reference -----------------------------------------------------------------------
@@ -42,18 +38,8 @@ DAYS_3257 = 3257 * 86_400_000  # what the header's timestamp is taken modulo
 def reference(filter_text: str, records: list[tuple[int, int, dict]]) -> list[int]:
     """The offsets a view with this filter selects among one partition's records
     [(offset, timestamp, value)], in offset order, by the reference evaluator."""
-    schema = parse_schema(SCHEMA)
-    spec = TopicSpec(kafka_spec(), schema)
-    ev = Evaluator([Rule(parse_filter(filter_text, spec), frozenset({1}))])
-    out = []
-    for offset, ts, value in records:
-        slots = schema.extract(None, json.dumps(value).encode(), [])
-        values = {f.name: slots[f.slot] for f in schema.fields}
-        values.update({f"schema.{f.name}": slots[f.slot] for f in schema.fields})
-        values["kafka.timestamp"] = ts % DAYS_3257
-        if ev.packet(Packet(0, values)):
-            out.append(offset)
-    return out
+    return views_reference.reference(filter_text, SCHEMA, [
+        (o, ts, None, json.dumps(v).encode(), ()) for o, ts, v in records])[0]
 
 
 # ---- the broker ----------------------------------------------------------------------------
