@@ -320,6 +320,12 @@ class RemoteTarget(Target):
         steps: list[list] = []
         last = None
         for op, item in changes.steps():
+            if op == "reset_cells":
+                # Zeroing a new rule's cells on the device takes P4Runtime RegisterEntry
+                # writes, not wired up here: the shadow zeroes them, and the broker's
+                # deliveries follow the shadow (a copy the device decides otherwise is
+                # repaired from it). docs/remote-target.md says so.
+                continue
             if op == "set_group":
                 gid, replicas = item
                 kind = Update.MODIFY if gid in had_groups else Update.INSERT
