@@ -296,6 +296,12 @@ class DataPath:
                 self.compiler, changes, held = self.budget.change(self.compiler, subs)
             except BaseException:
                 self.compiler = self.budget.rebuild()
+                # A compiler rebuilt from the rules places their instances afresh: where a
+                # fed view's now differ from the target's, the target is loaded whole at
+                # the next commit, and the fed views are fed again (`state_lost`).
+                rebuilt = self._instance_map()
+                if any(rebuilt.get(p) != cells for p, cells in self.instances.items()):
+                    self._reload = True
                 raise
             try:
                 commit = self.target.stage(self.pipeline, self.compiler.entries, changes)

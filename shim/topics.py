@@ -29,7 +29,7 @@ from pathlib import Path
 from compiler.ast import Const, Filter
 from compiler.errors import CamusError
 from shim.schema import Schema, parse_schema
-from shim.subscriptions import check_compilable, has_state, kafka_spec, parse_view
+from shim.subscriptions import check_compilable, kafka_spec, parse_view
 
 log = logging.getLogger("camus.topics")
 
@@ -82,6 +82,7 @@ class Topic:
     schema: Schema | None = None
     filter: Filter = Const(True)
     lanes: tuple[int, ...] = ()  # a view's averaged slots, in lane order (shim.subscriptions)
+    reads_state: bool = False  # a view's filter reads state (found once: filters may be large)
     defaults: dict[str, str] = field(default_factory=lambda: DEFAULTS, repr=False)
 
     @property
@@ -95,7 +96,7 @@ class Topic:
     @property
     def stateful(self) -> bool:
         """A view whose filter reads state: its source's records are fed to it on their own."""
-        return self.is_view and has_state(self.filter)
+        return self.is_view and self.reads_state
 
     def config(self, name: str) -> str:
         return self.configs.get(name, self.defaults.get(name, ""))
@@ -285,14 +286,15 @@ class Catalog:
 
     def set_configs(self, topic: Topic, checked: Topic) -> None:
         """Give `topic` the configs, schema and filter of `checked` (from `check`), saved."""
-        old = (topic.configs, topic.schema, topic.filter, topic.lanes)
+        old = (topic.configs, topic.schema, topic.filter, topic.lanes, topic.reads_state)
         if checked.configs.get(SCHEMA) != topic.configs.get(SCHEMA):
             topic.schema = checked.schema  # else the old one, with what it counted
-        topic.configs, topic.filter, topic.lanes = checked.configs, checked.filter, checked.lanes
+        topic.configs, topic.filter = checked.configs, checked.filter
+        topic.lanes, topic.reads_state = checked.lanes, checked.reads_state
         try:
             self.save()
         except OSError:
-            topic.configs, topic.schema, topic.filter, topic.lanes = old
+            topic.configs, topic.schema, topic.filter, topic.lanes, topic.reads_state = old
             raise
 
     def set_partitions(self, topic: Topic, count: int) -> None:
@@ -324,4 +326,4 @@ class Catalog:
             schema = source.schema if source else None
             topic.schema = schema
             view = parse_view(self.spec, schema, topic.configs[FILTER])
-            topic.filter, topic.lanes = view.filter, view.lanes
+            topic.filter, topic.lanes, topic.reads_state = view.filter, view.lanes, view.stateful

@@ -283,3 +283,36 @@ def test_a_filter_the_compiler_refuses_is_refused_when_the_view_is_made():
                                 "camus.filter": "records in {1, 2, 3, 4, 5, 6, 7, 8, 9}"})
     assert got.value.code_name == "invalid_config" and b.catalog.get("v") is None
     b.datapath.close()
+
+
+def test_a_compiler_rebuilt_after_a_failed_change_moves_no_instance_unseen():
+    """A change that fails rebuilds the compiler from the rules it held, which places their
+    instances afresh (here: B and C move down into A's freed cells). The target, which
+    still holds them where they were, is then loaded whole at the next change and the views
+    with state are fed again: they hold what the reference says, before and after."""
+    b = Broker(Config())
+    b.create_topic("src", 1, {"camus.schema": SCHEMA})
+    views = {n: "records <= 1" for n in ("a", "bb", "c")}
+    for n in views:
+        b.create_topic(n, 1, {"camus.source": "src", "camus.filter": views[n]})
+    produce(b, 0, [(T0 + i, {"stock": "A"}) for i in range(3)])
+    b.delete_topic(b.catalog.get("a"))
+    del views["a"]
+    before = {n: b.datapath.instances[p] for p, n in b.view_ports.items()}
+
+    def fail(*args):
+        raise RuntimeError("a change that fails")
+
+    change, b.datapath.budget.change = b.datapath.budget.change, fail
+    with pytest.raises(RuntimeError):
+        b.create_topic("d", 1, {"camus.source": "src", "camus.filter": "records > 1"})
+    b.datapath.budget.change = change
+    assert b.datapath._reload  # the rebuilt compiler placed them elsewhere
+    # a new view with state takes cells the compiler now thinks free, which the target's
+    # old binding of c still uses: without the reload, c and e would share an instance
+    b.create_topic("e", 1, {"camus.source": "src", "camus.filter": "records <= 1"})
+    views["e"] = "records <= 1"
+    assert {n: b.datapath.instances[p] for p, n in b.view_ports.items() if n in before} != before
+    produce(b, 0, [(T0 + 1000 + i, {"stock": "A"}) for i in range(2)])
+    check(b, views, 1)
+    b.datapath.close()
