@@ -153,6 +153,14 @@ def test_confluent_kafka_views_with_state_describe_alter_and_groups(camus_server
             for shown, (tag, count, total) in instances.items():
                 assert state[f"{p}.{shown}"] == describe_cell(var[shown], tag or 0, count, total)
 
+    # any AdminClient reads the same instances as read-only configs camus.state.*
+    admin = AdminClient({"bootstrap.servers": s.bootstrap})
+    [fut] = admin.describe_configs([ConfigResource("topic", names["hot"])]).values()
+    configs = {k: v.value for k, v in fut.result(30).items() if k.startswith("camus.state.")}
+    assert configs == {f"camus.state.{k}": v
+                       for k, v in state_lines(describe(s.bootstrap, names["hot"])).items()}
+    assert set(configs) == {"camus.state.0.avg(price)", "camus.state.1.avg(price)"}
+
     # a group member of a view with state: no switch port, the view's log through Fetch
     c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": unique("g"),
                   "auto.offset.reset": "earliest"})
@@ -167,7 +175,6 @@ def test_confluent_kafka_views_with_state_describe_alter_and_groups(camus_server
     assert len(got) == want
 
     # AlterConfigs: a new filter is a new rule, with empty instances, over the whole source
-    admin = AdminClient({"bootstrap.servers": s.bootstrap})
     new = 'stock == "GOOGL" and avg(price) > 60'
     res = ConfigResource("topic", names["hot"], set_config={"camus.source": src, "camus.filter": new})
     for fut in admin.alter_configs([res], request_timeout=40).values():

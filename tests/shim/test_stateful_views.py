@@ -316,3 +316,24 @@ def test_a_compiler_rebuilt_after_a_failed_change_moves_no_instance_unseen():
     produce(b, 0, [(T0 + 1000 + i, {"stock": "A"}) for i in range(2)])
     check(b, views, 1)
     b.datapath.close()
+
+
+def test_a_large_change_staged_as_a_new_switch_keeps_the_instances():
+    """A change of 1,000 writes or more replaces the embedded switch with one built aside
+    (controller.embedded.REBUILD_AT); the instances of the views with state are carried
+    over: the third record of a second is still the third."""
+    from controller.embedded import REBUILD_AT
+
+    b = Broker(Config())
+    b.create_topic("src", 1, {"camus.schema": SCHEMA})
+    b.create_topic("v", 1, {"camus.source": "src", "camus.filter": "records <= 2"})
+    produce(b, 0, [(T0, {"price": 1}), (T0 + 1, {"price": 2})])
+    old = b.datapath.target.switch
+    writes = b.datapath.stats.writes
+    wide = " or ".join(f"price == {3 * i}" for i in range(1000))
+    b.create_topic("wide", 1, {"camus.source": "src", "camus.filter": wide})
+    assert b.datapath.stats.writes - writes >= REBUILD_AT and b.datapath.target.switch is not old
+    produce(b, 0, [(T0 + 2, {"price": 3}), (T0 + 1000, {"price": 4})])
+    assert view_offsets(b, "v", 0) == [0, 1, 3]
+    assert view_offsets(b, "wide", 0) == [2]
+    b.datapath.close()
