@@ -43,7 +43,7 @@ def create(bootstrap: str, *topics: NewTopic) -> None:
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> list:
     """Every record of every partition, up to the end (partition EOF), as
-    (partition, offset, timestamp, key, value, headers)."""
+    (partition, offset, timestamp, key, value, headers), by partition and offset."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"),
                   "enable.partition.eof": True, "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -63,7 +63,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0)
     finally:
         c.close()
     assert len(done) == partitions, f"{topic}: no end of partitions {set(range(partitions)) - done}"
-    return got
+    return sorted(got, key=lambda r: r[:2])  # partitions interleave as the fetches come
 
 
 def produce(bootstrap: str, topic: str, items) -> None:
