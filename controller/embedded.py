@@ -81,20 +81,11 @@ class EmbeddedTarget(Target):
 
     def read_cells(self, register: str, first: int, count: int) -> list[tuple[int, int, int]]:
         try:
-            var = self._var(register)
+            var = self.switch.register_var(register)
             return [unpack_cell(var, self.switch.read_cell(register, i))
                     for i in range(first, first + count)]
         except (AttributeError, EntryError) as exc:
             raise TargetError(f"register {register!r}: {exc}") from exc
-
-    def _var(self, register: str):
-        """The declared state (pipeline.model.StateVar) whose bank `register` is: it says how
-        the switch's packed cells split into (tag, n, s)."""
-        for app in self.switch.pipeline.applications:
-            for var in app.state.vars if app.state else ():
-                if register in var.registers:
-                    return var
-        raise EntryError(f"no register named {register!r}")
 
     def send(self, ingress_port: int, buf: bytes, lengths: bytes, token: Any) -> None:
         self.receiver(token, Emitted(*self.switch.process_packed(buf, lengths, ingress_port)))
