@@ -68,7 +68,8 @@ def patch(doc: dict, changes: Changes) -> dict:
 
 def apply_steps(switch, changes: Changes) -> None:
     """Write `changes` to an in-process switch (`switch.dataplane.DataPlane`'s insert, modify,
-    delete, set_group and delete_group), in `steps()` order; its EntryError propagates."""
+    delete, set_group, delete_group and reset_cells, the last taking the step's (register,
+    first cell, count) whole), in `steps()` order; its EntryError propagates."""
     for op, item in changes.steps():
         if op == "set_group":
             switch.set_group(*item)

@@ -116,6 +116,11 @@ class Target(abc.ABC):
         """Frames packed in `buf` (their u32 LE `lengths`) into `ingress_port`; what they make
         the target emit is reported to the receiver with `token`."""
 
+    def read_cells(self, register: str, first: int, count: int) -> list[tuple[int, int, int]]:
+        """(window tag, n, s) of register cells first..first+count-1 (IR 4: docs/pipeline-ir.md
+        "State"), as the target holds them; TargetError where it cannot say."""
+        raise TargetError(f"{type(self).__name__} cannot read registers")
+
     def close(self) -> None:
         """Release what the target holds (connections, threads); the embedded one holds none."""
 

@@ -42,6 +42,14 @@ holding one; once no wide rule is left, the incremental compiler is rebuilt from
 works on normal forms, which a wide filter has none of, so a rule set holding one is not
 approximated, and one over the budget stays over it, said in the log (the broker still
 delivers exactly; `camus serve --max-entries` is then exceeded, not enforced).
+
+Views with state (`Subscription.fed`: one rule per source partition) are never approximated:
+a superset of a stateful filter is in scope for more records, which would update its
+instances, and the edge could not re-check a filter whose truth depends on the switch's
+registers. They are held exact whatever α is, and left out of the fitting of α. A change
+that rebuilds the compiler (to or from an approximation, a wide rule) may place a rule's
+instances elsewhere than before: `Held.lost` names the fed endpoints whose instances moved,
+which the broker then feeds again from their start.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from compiler.approximate import approximate_rules
-from compiler.ast import Filter, Rule
+from compiler.ast import Filter, Rule, rule_state
 from compiler.compile import TooLarge, compile_rules
 from compiler.estimate import estimate
 from compiler.formula import wide
@@ -64,7 +72,7 @@ from compiler.spec import Spec
 from controller.diff import Changes, diff
 from shim.protocol.records import Record
 from shim.schema import SLOTS
-from shim.subscriptions import Subscription, rules_for
+from shim.subscriptions import Subscription, published_of, rules_of
 
 log = logging.getLogger("camus.datapath")
 
@@ -89,6 +97,7 @@ class Held:
     alpha: Mapping[str, int]
     recheck: Mapping[int, Filter]
     entries: int
+    lost: frozenset[int] = frozenset()  # fed endpoints whose instances the change moved
 
 
 class WholeCompile:
@@ -115,9 +124,11 @@ class Budget:
 
     def __init__(self, spec: Spec, max_entries: int) -> None:
         self.spec, self.max_entries = spec, max_entries
-        self.exact: dict[int, Rule] = {}  # endpoint -> its exact rule
-        self.held: dict[int, Rule] = {}  # endpoint -> the rule the compiler holds for it
+        self.exact: dict[int, tuple[Rule, ...]] = {}  # endpoint -> its exact rules
+        self.held: dict[int, tuple[Rule, ...]] = {}  # endpoint -> the rules the compiler holds
         self.filters: dict[int, Filter] = {}  # endpoint -> its exact filter (for the edge)
+        # endpoint -> what it wants of records entering anywhere (`published_of`)
+        self.published: dict[int, tuple[Rule, ...]] = {}
         self.alpha: dict[str, int] = {}
         self.count = 0  # the entries the compiler holds
         self._said_over = False  # the warning that nothing brings them under the budget
@@ -133,8 +144,8 @@ class Budget:
         exact = dict(self.exact)
         for p in subs:
             exact.pop(p, None)
-        exact.update(zip((s.port for s in now), rules_for(self.spec, now)))
-        if any(wide(r.filter) for r in exact.values()):
+        exact.update((s.port, rules_of(self.spec, s)) for s in now)
+        if any(wide(r.filter) for r in _all(exact)):
             return self._whole(compiler, exact, subs)
         old_doc = None
         alpha = self.alpha
@@ -142,13 +153,20 @@ class Budget:
             old_doc, alpha = compiler.entries(), {}
         if self.max_entries:
             if alpha and any(p in self.exact for p in subs) \
-                    and size(exact.values(), self._fields).entries <= self.max_entries:
+                    and size(_all(exact), self._fields).entries <= self.max_entries:
                 alpha = {}  # an endpoint went or changed, and the exact rules fit again
-            elif not alpha and now and self._too_large([exact[s.port] for s in now]):
+            elif not alpha and now and self._too_large(
+                    [r for s in now for r in exact[s.port] if not rule_state(r)]):
                 alpha = self._fit(exact, {})
         if old_doc is None and alpha == self.alpha:
             held = {p: self._approximated(exact[p], alpha) for p in subs if p in exact}
-            added, removed = list(held.values()), [self.held[p] for p in subs if p in self.held]
+            # An endpoint's rules that stay as they were are left alone: a fed view's rule
+            # for a partition keeps its instances while rules for others come or go.
+            added, removed = [], []
+            for p in subs:
+                old, new = self.held.get(p, ()), held.get(p, ())
+                added += [r for r in new if r not in old]
+                removed += [r for r in old if r not in new]
             step = compiler.change(added, removed)
             changes: Changes = step
             # Counted from the writes: counting the compiler's entries costs a walk of them all.
@@ -172,11 +190,13 @@ class Budget:
         new, count, alpha = self._build(exact, alpha)
         self._keep(exact, alpha, {p: self._approximated(r, alpha) for p, r in exact.items()},
                    count)
-        return new, diff(old_doc, new.entries()), self._state(subs, count)
+        new_doc = new.entries()
+        return new, _diff(old_doc, new_doc, new), self._state(subs, count,
+                                                              moved(old_doc, new_doc, exact))
 
     def rebuild(self) -> Compiler:
         """A compiler holding what this object says it holds (after a failed change)."""
-        rules = list(self.held.values())
+        rules = list(_all(self.held))
         compiler: Compiler
         if any(wide(r.filter) for r in rules):
             compiler = WholeCompile(self.spec, rules)
@@ -185,20 +205,21 @@ class Budget:
         self.count = _entries(compiler)
         return compiler
 
-    def _whole(self, compiler: Compiler, exact: dict[int, Rule],
+    def _whole(self, compiler: Compiler, exact: dict[int, tuple[Rule, ...]],
                subs: Mapping[int, Subscription | None]
                ) -> tuple[WholeCompile, Changes, Held]:
         """`exact` holding a wide rule: compiled whole and exact (see the module text)."""
-        new = WholeCompile(self.spec, list(exact.values()))
+        new = WholeCompile(self.spec, list(_all(exact)))
         count = _entries(new)
         if self.max_entries and count > self.max_entries and not self._said_over:
             self._said_over = True
             log.warning("the subscriptions hold a filter too wide for normal form and compile "
                         "to %d entries, more than the budget of %d (--max-entries): such rule "
                         "sets are held exact, not approximated", count, self.max_entries)
-        changes = diff(compiler.entries(), new.entries())
+        old_doc, new_doc = compiler.entries(), new.entries()
+        changes = _diff(old_doc, new_doc, new)
         self._keep(exact, {}, dict(exact), count)
-        return new, changes, self._state(subs, count)
+        return new, changes, self._state(subs, count, moved(old_doc, new_doc, exact))
 
     def _too_large(self, rules: list[Rule]) -> bool:
         """Whether `rules` alone do not fit the budget, so neither does any rule set holding
@@ -217,18 +238,20 @@ class Budget:
             return True
         return False
 
-    def _fit(self, exact: dict[int, Rule], start: Mapping[str, int],
+    def _fit(self, exact: dict[int, tuple[Rule, ...]], start: Mapping[str, int],
              budget: int | None = None) -> dict[str, int]:
-        return alpha_to_fit(list(exact.values()), self._fields, budget or self.max_entries,
-                            start).alpha
+        # Rules with state are held exact: they have no α to fit.
+        return alpha_to_fit([r for r in _all(exact) if not rule_state(r)], self._fields,
+                            budget or self.max_entries, start).alpha
 
-    def _build(self, exact: dict[int, Rule], alpha: dict[str, int]
+    def _build(self, exact: dict[int, tuple[Rule, ...]], alpha: dict[str, int]
                ) -> tuple[Incremental, int, dict[str, int]]:
         """A compiler for `exact` under `alpha`, refitted while its real entries pass the
         budget (the estimate seldom errs low, but may)."""
         budget = self.max_entries
         for _ in range(REFITS + 1):
-            new = Incremental(self.spec, approximate_rules(list(exact.values()), alpha), static=True)
+            new = Incremental(self.spec, [r for rs in exact.values()
+                                          for r in self._approximated(rs, alpha)], static=True)
             count = _entries(new)
             if not self.max_entries or count <= self.max_entries:
                 break
@@ -249,28 +272,76 @@ class Budget:
                         "budget of %d (--max-entries): no rounding of their numeric bounds "
                         "brings them under", count, format_alpha(alpha), self.max_entries)
 
-    def _approximated(self, rule: Rule, alpha: Mapping[str, int]) -> Rule:
-        return approximate_rules([rule], alpha)[0] if alpha else rule
+    def _approximated(self, rules: tuple[Rule, ...], alpha: Mapping[str, int]
+                      ) -> tuple[Rule, ...]:
+        """An endpoint's rules under α; rules with state as they are."""
+        if not alpha:
+            return rules
+        return tuple(r if rule_state(r) else approximate_rules([r], alpha)[0] for r in rules)
 
-    def _keep(self, exact: dict[int, Rule], alpha: dict[str, int],
-              held: dict[int, Rule], count: int) -> None:
+    def _keep(self, exact: dict[int, tuple[Rule, ...]], alpha: dict[str, int],
+              held: dict[int, tuple[Rule, ...]], count: int) -> None:
         self.exact, self.alpha, self.held, self.count = exact, alpha, held, count
         if not self.max_entries or count <= self.max_entries:
             self._said_over = False
 
-    def _state(self, subs: Mapping[int, Subscription | None], count: int) -> Held:
+    def _state(self, subs: Mapping[int, Subscription | None], count: int,
+               lost: frozenset[int] = frozenset()) -> Held:
         for p, s in subs.items():
             if s is None:
                 self.filters.pop(p, None)
+                self.published.pop(p, None)
             else:
                 self.filters[p] = s.filter
+                self.published[p] = published_of(self.spec, s)
         recheck = {p: self.filters[p] for p, r in self.held.items()
                    if self.alpha and r != self.exact[p]}
-        return Held(dict(self.alpha), recheck, count)
+        return Held(dict(self.alpha), recheck, count, lost)
+
+
+def _all(by_endpoint: Mapping[int, tuple[Rule, ...]]) -> list[Rule]:
+    return [r for rules in by_endpoint.values() for r in rules]
 
 
 def _entries(compiler: Compiler) -> int:
     return compiler.stats()["entries"]["total"]
+
+
+def _diff(old_doc: dict, new_doc: dict, new: Compiler) -> Changes:
+    """`diff` of two documents, with the resets a whole document needs (docs/pipeline-ir.md,
+    "Resets"): every instance range of `new_doc` that `old_doc` does not have for the same
+    rule (text and line) at the same place is zeroed, so a rule's instances start empty."""
+    changes = diff(old_doc, new_doc)
+    kept = {(i["rule"], i["line"], i["application"], i["state"], i["bank"], i["base"])
+            for i in old_doc.get("state_instances", ())}
+    registers = {(app.name, v.name, b): r for app in new.pipeline.applications if app.state
+                 for v in app.state.vars for b, r in enumerate(v.registers)}
+    changes.reset_cells = [
+        (registers[(i["application"], i["state"], i["bank"])], i["base"], i["buckets"])
+        for i in new_doc.get("state_instances", ())
+        if (i["rule"], i["line"], i["application"], i["state"], i["bank"], i["base"]) not in kept]
+    return changes
+
+
+def moved(old_doc: dict, new_doc: dict, exact: Mapping[int, tuple[Rule, ...]]) -> frozenset[int]:
+    """The endpoints with a rule whose instances are not where they were: ranges of
+    entries.json's `state_instances` (docs/pipeline-ir.md, "State"), known by the rule's
+    text and line, that differ between the documents (a rule new in `new_doc` has no old
+    instances to lose)."""
+    def ranges(doc: dict) -> dict[tuple[str, int], set]:
+        out: dict[tuple[str, int], set] = {}
+        for i in doc.get("state_instances", ()):
+            out.setdefault((i["rule"], i["line"]), set()).add(
+                (i["application"], i["state"], i["bank"], i["base"], i["buckets"]))
+        return out
+
+    before, after = ranges(old_doc), ranges(new_doc)
+    if not before:
+        return frozenset()
+    return frozenset(p for p, rules in exact.items()
+                     if any((r.text, r.line) in before
+                            and before[(r.text, r.line)] != after.get((r.text, r.line))
+                            for r in rules))
 
 
 def format_alpha(alpha: Mapping[str, int]) -> str:

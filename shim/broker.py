@@ -16,6 +16,14 @@ batch. With the embedded switch that happens before Produce answers; with a targ
 reports later, a view's log grows later, in order, and never shows an end past records
 it has yet to receive. Fetch on a topic reads its source log, on a view the view's log;
 either way a long-poll waits on `changed`, set whenever any log grows.
+
+A view whose filter reads state (docs/stateful.md, "Kafka views") is fed: its source's
+records go through the target once more for it alone, under the view's own topic number,
+one packet per record, each partition in offset order, and what its port receives is
+its log. Its replay is the same feed from the source's start, after which every batch
+appended to the source is fed to it as it is appended; so its instances see each record
+of the source exactly once and in order, and a view fed again from the start (a restart,
+a changed filter, state the target lost) holds exactly the records it held.
 """
 
 from __future__ import annotations
@@ -27,10 +35,12 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 
 from compiler.estimate import DEFAULT_MAX_ENTRIES
+from controller.target import TargetError
 from controller.targets import open_target
 from shim import compaction
 from shim.datapath import DataPath, Delivered, PortsExhausted
@@ -41,12 +51,14 @@ from shim.limits import Limits
 from shim.log import PartitionLog, StorageError
 from shim.producers import Producers
 from shim.protocol.records import Codec, Record, RecordBatch, decode_batches, encode_batch
+from shim.reframe import TIME_MODULUS
 from shim.schema import describe_source
 from shim.security import acl
 from shim.security.acl import AclStore, Authorizer
 from shim.security.listeners import Security
 from shim.security.quotas import QuotaStore
 from shim.security.users import UserStore
+from shim.subscriptions import LANE_FIELDS
 from shim.topics import FILTER, SCHEMA, Catalog, Topic, TopicError
 from shim.transactions import TransactionCoordinator
 from shim.txn_log import ABORT, COMMIT, TRANSACTIONAL_BIT, marker_batch
@@ -82,6 +94,7 @@ class Broker:
         self.catalog = Catalog(config.data_dir, self.datapath.spec, config.topic_defaults,
                                self.datapath.target.topic_number)
         self.datapath.set_arrivals(self._from_network)
+        self.datapath.state_lost = self._state_lost
         self.coordinator = Coordinator(self._assignments_changed)
         self.consumer_groups = ConsumerGroups(self._assignments_changed, self._partition_count,
                                               lambda: [t.name for t in self.catalog],
@@ -102,6 +115,9 @@ class Broker:
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.view_ports: dict[int, str] = {}  # target port -> view name
         self.replaying: set[str] = set()  # views whose source replay is under way
+        # Views with state whose replay has been sent: every batch appended since is fed to
+        # them as it is appended (`_feed`).
+        self.fed: set[str] = set()
         self._waiting: dict[str, list[asyncio.Future]] = {}  # view -> `view_ready` callers
         self.members_without_port = 0  # member topics left off the switch: no port free
         self._next_port_warning = 0.0
@@ -143,6 +159,7 @@ class Broker:
             log.exception("topic %r cannot be opened; it is left out until the next restart", t.name)
             self.catalog.set_aside(t)
             self.replaying.discard(t.name)
+            self.fed.discard(t.name)
             for port in [port for port, v in self.view_ports.items() if v == t.name]:
                 del self.view_ports[port]
                 self.datapath.unsubscribe(port)
@@ -212,6 +229,7 @@ class Broker:
     def _discard(self, topic: Topic) -> None:
         """Undo a half-made topic: its port, its logs and their files."""
         self.replaying.discard(topic.name)
+        self.fed.discard(topic.name)
         self._ready(topic.name)
         for port in [p for p, v in self.view_ports.items() if v == topic.name]:
             del self.view_ports[port]
@@ -240,6 +258,7 @@ class Broker:
             port = next(p for p, v in self.view_ports.items() if v == topic.name)
             del self.view_ports[port]
             self.replaying.discard(topic.name)
+            self.fed.discard(topic.name)
             self._ready(topic.name)
             self.datapath.unsubscribe(port)
         for p in range(self.catalog.partitions_of(topic)):
@@ -267,6 +286,11 @@ class Broker:
         if schema_changed and views:
             raise TopicError(f"{topic.name!r}: camus.schema cannot change while views "
                              f"{', '.join(v.name for v in views)} read it", "invalid_config")
+        stateful = [v.name for v in views if v.stateful]
+        if candidate.compacted and not topic.is_view and stateful:
+            raise TopicError(f"{topic.name!r}: cleanup.policy={candidate.config('cleanup.policy')} "
+                             f"would compact away records that views with state "
+                             f"({', '.join(stateful)}) counted", "invalid_config")
         if validate_only:
             return False
         refilter = topic.is_view and candidate.configs[FILTER] != topic.configs[FILTER]
@@ -280,10 +304,7 @@ class Broker:
                     for v in views:
                         self.logs[(v.name, p)].drop_before(lg.start_offset)
         if refilter:
-            for port in [p for p, v in self.view_ports.items() if v == topic.name]:
-                del self.view_ports[port]
-                self.datapath.unsubscribe(port)
-            self._attach_view(topic)
+            self._reattach(topic)
         if refilter or schema_changed:
             self._refresh_member_subscriptions()
         log.info("altered the configs of %r: %s", topic.name, configs)
@@ -318,8 +339,31 @@ class Broker:
             raise TopicError(f"cannot add partitions to {topic.name!r}: {exc}",
                              "kafka_storage_error") from exc
         for v in self.catalog.views_of(topic.name):
+            if v.stateful:  # rules for the new partitions: fed again, with fresh instances
+                self._reattach(v)
+                continue
             for p in range(old, count):
                 self.logs[(v.name, p)] = PartitionLog()
+
+    def _reattach(self, view: Topic) -> None:
+        """Subscribe a view anew and derive its logs again from its source (a changed
+        filter; for a view with state also new partitions of its source, or instances the
+        target lost). The old logs serve until the replay is under way."""
+        for port in [p for p, v in self.view_ports.items() if v == view.name]:
+            del self.view_ports[port]
+            self.datapath.unsubscribe(port)
+        self.fed.discard(view.name)
+        self._attach_view(view)
+
+    def _state_lost(self, ports: set[int]) -> None:
+        """The data path's word that these views' instances on the target are gone: each
+        is fed again from its source's start, which gives it the same records."""
+        for name in sorted({self.view_ports[p] for p in ports if p in self.view_ports}):
+            view = self.catalog.get(name)
+            if view is not None:
+                log.warning("view %r: its state on the switch was lost; rebuilding it from "
+                            "its source %r", name, view.source)
+                self._reattach(view)
 
     def _attach_view(self, view: Topic) -> None:
         """Subscribe a view's port and derive its logs from the source's, through the target.
@@ -329,12 +373,17 @@ class Broker:
         starts once the view's subscription is on the target (`when_applied`: at once while
         the broker starts, after the worker's compile once it serves); it reads the source up
         to its end then, so records produced while the view's entries were compiled are in
-        it, and later ones reach the view through the target."""
+        it, and later ones reach the view through the target. A view with state is fed
+        (see the module text): its replay is its feed from the source's start."""
         source = self.catalog.get(view.source)
         port = self.datapath.allocate_port()
         self.view_ports[port] = view.name
         self.replaying.add(view.name)
-        self.datapath.subscribe(port, source.number, None, view.filter)
+        if view.stateful:
+            self.datapath.subscribe_fed(port, view.number, source.number, source.partitions,
+                                        view.filter)
+        else:
+            self.datapath.subscribe(port, source.number, None, view.filter)
         self.datapath.when_applied(partial(self._replay, view, source, port))
 
     def _replay(self, view: Topic, source: Topic, port: int) -> None:
@@ -353,14 +402,19 @@ class Broker:
             # log's start), not at its first matching record: see shim/log.py.
             vlog = self.logs[(view.name, p)] = PartitionLog(start_offset=src_log.start_offset)
             data = src_log.read(src_log.start_offset, 1 << 62)
+            # A view with state is fed under its own number, one packet per record.
+            number, feed = (view.number, {"lanes": view.lanes, "single": True}) \
+                if view.stateful else (source.number, {})
             for batch in decode_batches(data) if data else []:
                 if batch.is_control:  # a transaction's marker: after its records, in order
                     self.datapath.after(partial(self._copy_marker, vlog, batch))
                     continue
-                self.datapath.send(source.number, p, source.schema, batch.records, only=port,
+                self.datapath.send(number, p, source.schema, batch.records, only=port,
                                    then=lambda got, vlog=vlog, producer=_producer(batch):
-                                   self._append_view(vlog, got.get(port, []), producer))
+                                   self._append_view(vlog, got.get(port, []), producer), **feed)
             self.datapath.after(partial(vlog.advance, src_log.next_offset))
+        if view.stateful:  # from here on each batch appended to the source is fed as it comes
+            self.fed.add(view.name)
         self.datapath.after(partial(self._replayed, view.name))
 
     def _replayed(self, name: str) -> None:
@@ -447,6 +501,32 @@ class Broker:
                 out["switch_packets_out"] = self.datapath.stats.packets_out.get(port, 0)
         return out
 
+    def view_state(self, topic: Topic) -> dict[str, str]:
+        """A view with state: its instances as the switch holds them, read from its
+        registers, one line per partition and state (`camus.state.PARTITION.STATE` in
+        DescribeConfigs, shown by `camus topic describe`); {} for any other topic."""
+        port = next((p for p, v in self.view_ports.items() if v == topic.name), None)
+        if not topic.stateful or port is None:
+            return {}
+        if topic.name in self.replaying:
+            return {"all": "being rebuilt from the source (its replay is under way)"}
+        try:
+            got = self.datapath.state_of(port)
+        except TargetError as exc:
+            return {"all": f"not readable: {exc}"}
+        schema = topic.schema
+        slot_names = {f.slot: f.name for f in schema.fields} if schema else {}
+        shown = {"records": "records", "arrivals": "rate(arrivals)"}
+        for lane, slot in zip(LANE_FIELDS, topic.lanes):
+            shown[f"avg({lane})"] = f"avg({slot_names.get(slot, lane)})"
+        spec = self.datapath.spec.state_vars
+        out = {}
+        for partition, name, cells in got:
+            for bucket, cell in enumerate(cells):
+                key = f"{partition}.{shown.get(name, name)}" + (f".{bucket}" if len(cells) > 1 else "")
+                out[key] = describe_cell(spec[name], *cell)
+        return out
+
     def _deliver(self, topic: Topic, partition: int, batch: RecordBatch, base: int,
                  end: int, local: bool = False) -> None:
         if not self.datapath.wants(topic.number) and not self.catalog.views_of(topic.name):
@@ -455,6 +535,27 @@ class Broker:
                                  then=partial(self._delivered, topic.name, partition, end,
                                               _producer(batch)),
                                  shift=base - batch.base_offset, local=local)
+        for port, name in list(self.view_ports.items()):
+            if name in self.fed:
+                view = self.catalog.get(name)
+                if view is not None and view.source == topic.name:
+                    self._feed(view, port, topic, partition, batch, base, end)
+
+    def _feed(self, view: Topic, port: int, source: Topic, partition: int, batch: RecordBatch,
+              base: int, end: int) -> None:
+        """One appended batch to a view with state (see the module text); its report
+        appends what the view's port received and moves the view's end past the batch."""
+        vlog, src = self.logs[(view.name, partition)], self.logs[(source.name, partition)]
+
+        def fed(out: Delivered, producer=_producer(batch)) -> None:
+            self._append_view(vlog, out.get(port, []), producer)
+            vlog.advance(end)
+            vlog.drop_before(src.start_offset)
+            self.changed.set()
+
+        self.datapath.send_batch(view.number, partition, source.schema, batch, then=fed,
+                                 shift=base - batch.base_offset, only=port, lanes=view.lanes,
+                                 single=True)
 
     def _from_network(self, runs: list) -> None:
         """Records the network delivered to this host (a fabric target): stored in the
@@ -498,7 +599,8 @@ class Broker:
             # valid across rebalances.
         src = self.logs[(name, partition)]
         for v in views:
-            if v.name not in self.replaying:
+            # A view with state ends where what was fed to it ends (`_feed`).
+            if v.name not in self.replaying and not v.stateful:
                 vlog = self.logs[(v.name, partition)]
                 vlog.advance(end)
                 vlog.drop_before(src.start_offset)
@@ -623,6 +725,12 @@ class Broker:
                 t = self.catalog.get(name)
                 if t is None:
                     continue
+                if t.stateful:
+                    # A member's rule would have instances of its own, not the view's: its
+                    # member reads the view's log through Fetch, without a port.
+                    if name in ports:
+                        self._release_member_port(ports.pop(name))
+                    continue
                 source = self.catalog.get(t.source) if t.is_view else t
                 if name not in ports:
                     # A member's port only mirrors its subscription on the switch (it reads
@@ -734,6 +842,24 @@ class Broker:
                     lg.flush()
                 except StorageError as exc:
                     log.error("%s/%d: %s", name, p, exc)
+
+
+def describe_cell(var, tag: int, n: int, s: int, now_ms: int | None = None) -> str:
+    """One instance, for people: its window (index, and start in UTC: the header's time is
+    the record's modulo `reframe.TIME_MODULUS`, so the start shown is the one nearest now)
+    and its accumulators, with the value a rule compares."""
+    if not (tag or n or s):
+        return "empty (no record in its scope yet)"
+    start_ms = tag * var.window_us // 1000
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    start_ms += round((now_ms - start_ms) / TIME_MODULUS) * TIME_MODULUS
+    when = datetime.fromtimestamp(start_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    text = f"window {tag} (from {when.replace('+00:00', 'Z')}, {var.window_us} us): n={n}"
+    if var.kind == "average":
+        text += f" s={s} avg={s / n:.6g}" if n else f" s={s} avg=0"
+    elif var.kind == "meter":
+        text += f" rate={n * 1_000_000 / var.window_us:.6g}/s"
+    return text
 
 
 def _producer(batch: RecordBatch) -> tuple[int, int] | None:

@@ -61,7 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from compiler.ast import Const, Filter, Rule
+from compiler.ast import Const, Filter, Rule, rule_state
 from compiler.compile import no_cyclic_gc
 from compiler.estimate import DEFAULT_MAX_ENTRIES
 from compiler.incremental import Incremental
@@ -72,7 +72,7 @@ from shim import reframe
 from shim.approximation import Budget, Held, format_alpha, recheck
 from shim.protocol.records import Record, RecordBatch, batch_records, batch_records_at
 from shim.schema import SLOTS, Schema
-from shim.subscriptions import Subscription, kafka_spec
+from shim.subscriptions import Fed, Subscription, kafka_spec
 
 log = logging.getLogger("camus.datapath")
 MAX_SENDERS = 1024  # reassemblers kept for records from the network, one per sending host
@@ -127,7 +127,9 @@ class _Prepared:
     commit: Callable[[], None] | None  # None: the target could not stage; reload it
     subs: dict[int, Subscription | None]  # the endpoints it changed, as they are now
     held: Held  # α and the endpoints re-checked at the edge, once committed
-    rules: list[Rule] = field(default_factory=list)  # every endpoint's exact rule after it
+    # every endpoint's exact rule after it, as the network is to route (`published_of`)
+    rules: list[Rule] = field(default_factory=list)
+    instances: dict = field(default_factory=dict)  # `DataPath.instances` after it
 
 
 class DataPath:
@@ -165,6 +167,14 @@ class DataPath:
         self._next_port = 1
         # Sends not yet reported, in order, with the `after` callbacks queued behind them.
         self._under_way: deque[_Sent | Callable[[], None]] = deque()
+        self._generation = 0  # numbers the subscriptions of views with state (`Fed`)
+        # `state_lost(ports)`: the instances of these fed views' rules on the target are no
+        # longer what their records made them (the target was reloaded, or a rebuild of the
+        # compiler moved them); the broker then feeds those views again from their start.
+        self.state_lost: Callable[[set[int]], None] | None = None
+        # fed view port -> [(partition, state name, register, base, buckets)]: where its rules'
+        # instances are on the target (entries.json's `state_instances`), as committed.
+        self.instances: dict[int, list[tuple[int, str, str, int, int]]] = {}
 
     # --- control ----------------------------------------------------------------------
 
@@ -179,6 +189,18 @@ class DataPath:
                 f"a consumer first")
         self._next_port += 1
         return self._next_port - 1
+
+    def subscribe_fed(self, port: int, view_number: int, source_number: int, partitions: int,
+                      filter: Filter) -> None:
+        """Port `port` is a view with state: the records fed to it (`send` of its source's
+        records under `view_number`, `only=port`) that pass `filter`, with instances of its
+        own per source partition (`shim.subscriptions.Fed`). Every call makes new rules, so
+        a view subscribed again starts with empty instances."""
+        self._generation += 1
+        self.subscriptions[port] = Subscription(view_number, port, None, filter,
+                                                Fed(partitions, source_number, self._generation))
+        self._changed(port)
+        self.log_ports.add(port)
 
     def subscribe(self, port: int, topic_number: int, partitions: frozenset[int] | None = None,
                   filter: Filter = Const(True), log: bool = True) -> None:
@@ -274,12 +296,53 @@ class DataPath:
                 self.compiler, changes, held = self.budget.change(self.compiler, subs)
             except BaseException:
                 self.compiler = self.budget.rebuild()
+                # A compiler rebuilt from the rules places their instances afresh: where a
+                # fed view's now differ from the target's, the target is loaded whole at
+                # the next commit, and the fed views are fed again (`state_lost`).
+                rebuilt = self._instance_map()
+                if any(rebuilt.get(p) != cells for p, cells in self.instances.items()):
+                    self._reload = True
                 raise
             try:
                 commit = self.target.stage(self.pipeline, self.compiler.entries, changes)
             except TargetError:
                 commit = None  # the commit reloads
-        return _Prepared(changes, commit, subs, held, list(self.budget.exact.values()))
+        return _Prepared(changes, commit, subs, held,
+                         [r for rules in self.budget.published.values() for r in rules],
+                         self._instance_map())
+
+    def _instance_map(self) -> dict[int, list[tuple[int, str, str, int, int]]]:
+        """Where the compiler put each fed view's instances (see `instances`): on the thread
+        that compiles, from the compiler's live stateful rules, known by rule text."""
+        rules = {(r.text, r.line): (p, k) for p, rs in self.budget.exact.items()
+                 for k, r in enumerate(rs) if rule_state(r)}
+        if not rules:
+            return {}
+        state = getattr(self.compiler, "state", None)
+        if state is not None:  # the incremental compiler: only its stateful rules are walked
+            found = state.instances(self.compiler.app.name)
+        else:
+            found = self.compiler.entries().get("state_instances", [])
+        registers = {(v.name, b): r for app in self.pipeline.applications if app.state
+                     for v in app.state.vars for b, r in enumerate(v.registers)}
+        out: dict[int, list[tuple[int, str, str, int, int]]] = {}
+        for i in found:
+            where = rules.get((i["rule"], i["line"]))
+            if where is not None:
+                port, partition = where
+                out.setdefault(port, []).append((partition, i["state"],
+                                                 registers[(i["state"], i["bank"])],
+                                                 i["base"], i["buckets"]))
+        for cells in out.values():
+            cells.sort()
+        return out
+
+    def state_of(self, port: int) -> list[tuple[int, str, list[tuple[int, int, int]]]]:
+        """A fed view's instances as the target holds them: (partition, state name, cells
+        (window tag, n, s) per bucket), read from the target's registers; TargetError where
+        the target cannot read them."""
+        return [(partition, name, self.target.read_cells(register, base, buckets))
+                for partition, name, register, base, buckets in self.instances.get(port, ())]
 
     def _compiled(self, subs: dict[int, Subscription | None], epoch: int, future) -> None:
         self._compiling = False
@@ -304,6 +367,7 @@ class DataPath:
 
     def _commit(self, prepared: _Prepared, epoch: int) -> int:
         changes, commit = prepared.changes, prepared.commit
+        lost = set(prepared.held.lost)
         try:
             if commit is None or self._reload:
                 raise TargetError("the target could not stage the writes")
@@ -315,6 +379,9 @@ class DataPath:
                 log.error("incremental target update failed (%s); reloading all entries", exc)
             self.target.load(self.pipeline, self.compiler.entries())
             self._reload = False
+            # A target loaded whole starts its registers empty: every fed view the change
+            # did not (re)subscribe lost what its records had made of its instances.
+            lost |= {p for p, s in self._on_target_subs().items() if p not in prepared.subs}
         for port, sub in prepared.subs.items():
             self.failed.pop(port, None)
             old = self._on_target.pop(port, None)
@@ -327,6 +394,7 @@ class DataPath:
                 self._topics[sub.topic_id] += 1
         self.topics_wanted = set(self._topics)
         self._held(prepared.held)
+        self.instances = prepared.instances
         self.target.subscribed(prepared.rules)
         self._applied = epoch
         self._dirty = epoch != self._epoch
@@ -335,7 +403,17 @@ class DataPath:
         self.stats.writes += len(changes)
         log.debug("target updated: %d writes for %d changed subscriptions", len(changes),
                   len(prepared.subs))
+        lost &= {p for p, s in self.subscriptions.items() if s.fed is not None}
+        if lost and self.state_lost is not None:
+            log.warning("the state of %d view(s) on the target was lost (reloaded or moved); "
+                        "they are fed their sources again from the start", len(lost))
+            self.state_lost(lost)
         return len(changes)
+
+    def _on_target_subs(self) -> dict[int, Subscription]:
+        """The fed views' subscriptions whose rules the target held before this commit."""
+        return {p: s for p, s in self.subscriptions.items()
+                if s.fed is not None and p in self._on_target}
 
     def _held(self, held: Held) -> None:
         """The target now holds `held`: log a change of approximation."""
@@ -393,7 +471,8 @@ class DataPath:
 
     def send(self, topic_number: int, partition: int, schema: Schema | None,
              records: Sequence[Record], then: Callable[[Delivered], None],
-             only: int | None = None, shift: int = 0, local: bool = False) -> None:
+             only: int | None = None, shift: int = 0, local: bool = False,
+             lanes: tuple[int, ...] = (), single: bool = False) -> None:
         """Records of one source partition through the target; `then(delivered)` once it
         has reported (see the module text), {} at once (in turn) if nobody subscribes.
 
@@ -401,7 +480,8 @@ class DataPath:
         before its stored copy was renumbered); `only` keeps what one port receives
         (replaying a source log into a new view). With `only` or `local` the frames go in on
         `LOCAL_INGRESS`: a fabric target keeps them to this broker's endpoints (a replay, or
-        records that came from the network, must not go back out).
+        records that came from the network, must not go back out). `lanes` and `single`
+        frame the records as a view with state is fed them (`reframe.packets`).
         """
         if not self.wants(topic_number) or not records:
             return self.after(partial(then, {}))
@@ -412,8 +492,8 @@ class DataPath:
             if slots is None:
                 slots = [schema.extract(r.key, r.value, list(r.headers)) for r in records]
         self.stats.records_in += len(records)
-        packed = (reframe.frame_records(topic_number, partition, records, slots, shift)
-                  if native else None)
+        packed = (reframe.frame_records(topic_number, partition, records, slots, shift,
+                                        lanes=lanes, single=single) if native else None)
         if packed is None:  # the reference: a Python bytes object per packet
             if isinstance(slots, bytes):
                 slots = [list(s) for s in struct.iter_unpack("<8Q", slots)]
@@ -421,16 +501,18 @@ class DataPath:
             for i, r in enumerate(records):
                 frames += reframe.packets(topic_number, partition, r.offset + shift,
                                           slots[i] if slots else [0] * SLOTS,
-                                          reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)))
+                                          reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)),
+                                          lanes=lanes, single=single)
             packed = (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)), None)
         self._send(packed, lambda js: [records[j] for j in js], len(records), shift, only, then,
                    local)
 
     def send_batch(self, topic_number: int, partition: int, schema: Schema | None,
                    batch: RecordBatch, then: Callable[[Delivered], None], shift: int = 0,
-                   local: bool = False) -> None:
-        """`send(..., batch_records(batch), then, shift=shift)` of a produced batch: with the
-        extension, a batch whose records were left unbuilt is framed from its records
+                   local: bool = False, only: int | None = None, lanes: tuple[int, ...] = (),
+                   single: bool = False) -> None:
+        """`send(..., batch_records(batch), then, shift=shift, ...)` of a produced batch: with
+        the extension, a batch whose records were left unbuilt is framed from its records
         section (`reframe.frame_body`) and only the records a view receives are built."""
         if not self.wants(topic_number) or not batch.record_count:
             return self.after(partial(then, {}))
@@ -438,15 +520,16 @@ class DataPath:
         packed = None
         if (reframe._native is not None and batch.records is None
                 and (schema is None or paths is not None)):
-            packed = reframe.frame_body(topic_number, partition, batch, paths, shift)
+            packed = reframe.frame_body(topic_number, partition, batch, paths, shift,
+                                        lanes=lanes, single=single)
         if packed is None:
             return self.send(topic_number, partition, schema, batch_records(batch), then,
-                             shift=shift, local=local)
+                             only=only, shift=shift, local=local, lanes=lanes, single=single)
         *packed, missed = packed
         if schema is not None:
             schema.count_misses(missed)
         self.stats.records_in += batch.record_count
-        self._send(packed, partial(batch_records_at, batch), batch.record_count, shift, None,
+        self._send(packed, partial(batch_records_at, batch), batch.record_count, shift, only,
                    then, local)
 
     def _send(self, packed, records_at, count: int, shift: int, only: int | None,

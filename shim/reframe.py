@@ -18,6 +18,15 @@ size, and a 95 MiB record costs one packet, not 68,000.
 Record encoding inside the packets (big-endian): timestamp i64, key (i32 length, -1 = null,
 bytes), value (likewise), header count u16, then per header: name (u16 length, UTF-8) and
 value (i32 length, -1 = null, bytes).
+
+The header also carries the record's timestamp, the time the switch's state windows run on
+(milliseconds modulo `TIME_MODULUS`, a whole number of days that fits the switch's 48-bit
+microseconds: so windows of a second, a minute, an hour or a day start where UTC's do, and
+the wrap every 8.9 years falls between windows), and two average lanes. Packets fed to a stateful view
+(docs/stateful.md, "Kafka views") carry in the lanes the values of the schema fields the
+view averages (`lanes`: their slots) and are `single`: one packet per record, the record
+in it or by reference, never fragments, because every packet is one message to the switch's
+state and a record must update it once.
 """
 
 from __future__ import annotations
@@ -30,7 +39,12 @@ from dataclasses import dataclass, field
 
 from shim.protocol.native import native as _native  # None: `packets` frames every record
 
-HEADER = struct.Struct(">IIQHHI8Q")  # topic, partition, offset, frag index, frag count, length, slots
+# topic, partition, offset, frag index, frag count, length, slots, timestamp, average lanes
+HEADER = struct.Struct(">IIQHHI8QQII")
+LANES = 2  # average lanes (kafka.avg0, kafka.avg1)
+# The header's timestamp is the record's, in ms, modulo this: 3,257 days, the most whole days
+# whose microseconds fit the 48 bits of a switch's timestamp (docs/stateful.md, "Kafka views").
+TIME_MODULUS = 3257 * 86_400_000
 ETH_IP_UDP = 14 + 20 + 8
 DEFAULT_FRAGMENT = 1400  # record bytes per packet: whole packets stay under a 1500-byte MTU
 MAX_RECORD = (1 << 20) + (1 << 19)  # what reassembly accepts (1.5 MiB), beyond Kafka's 1 MiB default
@@ -52,9 +66,9 @@ def slots_of(frames: bytes, lengths: bytes) -> dict[int, tuple[int, ...]]:
     view, pos = memoryview(frames), 0
     for (n,) in struct.iter_unpack("<I", lengths):
         start = pos + 14 + (view[pos + 14] & 0x0F) * 4 + 8  # past Ethernet, IPv4, UDP
-        _, _, offset, index, _, _, *slots = HEADER.unpack_from(view, start)
+        _, _, offset, index, _, _, *rest = HEADER.unpack_from(view, start)
         if index == 0:
-            out[offset] = tuple(slots)
+            out[offset] = tuple(rest[:8])
         pos += n
     return out
 
@@ -110,41 +124,55 @@ def _unblob(data: bytes, pos: int) -> tuple[bytes | None, int]:
     return data[pos:pos + ln], pos + ln
 
 
+def lane_values(slots, lanes: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The average lanes' values: each lane's slot, in 32 bits (an averaged schema field has
+    at most 32); 0 for a lane no field takes."""
+    lanes = lanes or ()
+    return tuple(slots[lanes[i]] & 0xFFFF_FFFF if i < len(lanes) else 0 for i in range(LANES))
+
+
 def packets(topic_id: int, partition: int, offset: int, slots: list[int], record: Record,
-            addr: Addressing = Addressing(), fragment: int = DEFAULT_FRAGMENT) -> list[bytes]:
+            addr: Addressing = Addressing(), fragment: int = DEFAULT_FRAGMENT,
+            lanes: tuple[int, ...] | None = None, single: bool = False) -> list[bytes]:
     """The record as packets: same header on every fragment but the fragment index; one
-    by-reference packet if the record is larger than MAX_RECORD or has no encoding."""
+    by-reference packet if the record is larger than MAX_RECORD or has no encoding, or,
+    `single`, larger than one fragment. `lanes`: the slots the average lanes carry."""
     frame = _framer(addr)
+    tail = (record.timestamp % TIME_MODULUS, *lane_values(slots, lanes))
     try:
         body = encode_record(record)
     except (struct.error, UnicodeEncodeError):  # a header beyond its u16 fields, or no UTF-8
         body = None
     count = max(1, -(-len(body) // fragment)) if body is not None else 0
-    if body is None or len(body) > MAX_RECORD or count > 0xFFFF:
-        return [frame(HEADER.pack(topic_id, partition, offset, 0, BY_REFERENCE, 0, *slots))]
+    if body is None or len(body) > MAX_RECORD or count > 0xFFFF or single and count > 1:
+        return [frame(HEADER.pack(topic_id, partition, offset, 0, BY_REFERENCE, 0, *slots, *tail))]
     if count == 1:  # the common case, without slicing
-        return [frame(HEADER.pack(topic_id, partition, offset, 0, 1, len(body), *slots) + body)]
-    return [frame(HEADER.pack(topic_id, partition, offset, i, count, len(body), *slots)
+        return [frame(HEADER.pack(topic_id, partition, offset, 0, 1, len(body), *slots, *tail)
+                      + body)]
+    return [frame(HEADER.pack(topic_id, partition, offset, i, count, len(body), *slots, *tail)
                   + body[i * fragment:(i + 1) * fragment]) for i in range(count)]
 
 
 def frame_records(topic_id: int, partition: int, records, slots: list[list[int]] | bytes | None,
                   shift: int = 0, addr: Addressing = Addressing(),
-                  fragment: int = DEFAULT_FRAGMENT) -> tuple[bytes, bytes, bytes] | None:
+                  fragment: int = DEFAULT_FRAGMENT, lanes: tuple[int, ...] | None = None,
+                  single: bool = False) -> tuple[bytes, bytes, bytes] | None:
     """`packets` for many records at once, by the extension (shim/native/src/reframe.rs):
     the frames of every record in order, packed as `Switch.process_packed` takes them, as
     (frames, u32 LE length per frame, u32 LE record index per frame). `records` are
     `shim.protocol.records.Record`s numbered `r.offset + shift`; `slots` holds each record's
     eight slot values (or all of them packed as u64 LE, `Schema.extract_packed`; None: all 0). None without the extension, or where `packets` must
-    decide (anything it would raise on, or not read the way the extension reads it)."""
+    decide (anything it would raise on, or not read the way the extension reads it).
+    `lanes`, `single`: as `packets` takes them."""
     if _native is None:
         return None
     return _native.frame_records(records, slots, topic_id, partition, shift,
-                                 _framer(addr)(b""), fragment)
+                                 _framer(addr)(b""), fragment, _lane_slots(lanes), single)
 
 
 def frame_body(topic_id: int, partition: int, batch, paths, shift: int = 0,
-               addr: Addressing = Addressing(), fragment: int = DEFAULT_FRAGMENT):
+               addr: Addressing = Addressing(), fragment: int = DEFAULT_FRAGMENT,
+               lanes: tuple[int, ...] | None = None, single: bool = False):
     """`frame_records` of a batch left unbuilt (`decode_batches(records=False)`), straight
     from its records section: `batch_records(batch)` framed with `shift`, slots read by
     `paths` (`Schema.packed_paths()`; None: all 0). (frames, lengths, owner, misses), or
@@ -154,7 +182,13 @@ def frame_body(topic_id: int, partition: int, batch, paths, shift: int = 0,
     json_paths, fields = paths if paths is not None else (None, [])
     section = (batch.body, batch.record_count, batch.base_offset, batch.base_timestamp)
     return _native.frame_body(section, json_paths, fields, topic_id, partition, shift,
-                              _framer(addr)(b""), fragment)
+                              _framer(addr)(b""), fragment, _lane_slots(lanes), single)
+
+
+def _lane_slots(lanes: tuple[int, ...] | None) -> list[int]:
+    """The extension's lane argument: per lane its slot, -1 for a lane no field takes."""
+    lanes = lanes or ()
+    return [lanes[i] if i < len(lanes) else -1 for i in range(LANES)]
 
 
 @functools.lru_cache(maxsize=16)

@@ -134,9 +134,16 @@ def list_topics(bootstrap: str) -> list[tuple[str, ...]]:
     return rows
 
 
+def _state_order(key: str) -> tuple:
+    """`camus.state.PARTITION.STATE` by partition number, then state."""
+    partition, _, rest = key[len("camus.state."):].partition(".")
+    return (int(partition), rest) if partition.isdigit() else (-1, key)
+
+
 def describe(bootstrap: str, name: str) -> str | None:
-    """A topic's or view's configs, partitions with their offsets, and the broker's
-    counters for it (`camus.stats.*`); None if there is no such topic."""
+    """A topic's or view's configs, partitions with their offsets, the broker's counters
+    for it (`camus.stats.*`) and, for a view with state, its instances (`camus.state.*`);
+    None if there is no such topic."""
     parts = _partitions(bootstrap, [name]).get(name)
     if parts is None:
         return None
@@ -159,6 +166,11 @@ def describe(bootstrap: str, name: str) -> str | None:
     if stats:
         lines.append("  counters:")
         lines += [f"    {k[len('camus.stats.'):]}: {v}" for k, v in stats]
+    state = sorted(((k, v) for k, v in configs.items() if k.startswith("camus.state.")),
+                   key=lambda kv: _state_order(kv[0]))
+    if state:
+        lines.append("  state (per partition, read from the switch):")
+        lines += [f"    {k[len('camus.state.'):]}: {v}" for k, v in state]
     others = sorted((k, v) for k, v in configs.items() if not k.startswith("camus."))
     lines.append("  configs: " + ", ".join(f"{k}={v}" for k, v in others))
     return "\n".join(lines)

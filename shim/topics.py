@@ -6,7 +6,9 @@ A topic is created through CreateTopics, auto-created by Metadata, or declared i
 
   camus.schema   the filterable fields (`shim.schema`), e.g. `price:u32=$.price`
   camus.source   makes the topic a view of that source topic
-  camus.filter   the view's filter over the source's schema, e.g. `price > 100`
+  camus.filter   the view's filter over the source's schema, e.g. `price > 100`, or
+                 with state, `stock == "GOOGL" and avg(price) > 50` (docs/stateful.md,
+                 "Kafka views")
 
 Everything is checked here, before the topic exists, so a bad schema or filter fails
 the CreateTopics call with the parser's line and column. A view has no partitions of
@@ -27,7 +29,7 @@ from pathlib import Path
 from compiler.ast import Const, Filter
 from compiler.errors import CamusError
 from shim.schema import Schema, parse_schema
-from shim.subscriptions import check_compilable, kafka_spec, view_filter
+from shim.subscriptions import check_compilable, kafka_spec, parse_view
 
 log = logging.getLogger("camus.topics")
 
@@ -79,6 +81,8 @@ class Topic:
     configs: dict[str, str] = field(default_factory=dict)
     schema: Schema | None = None
     filter: Filter = Const(True)
+    lanes: tuple[int, ...] = ()  # a view's averaged slots, in lane order (shim.subscriptions)
+    reads_state: bool = False  # a view's filter reads state (found once: filters may be large)
     defaults: dict[str, str] = field(default_factory=lambda: DEFAULTS, repr=False)
 
     @property
@@ -88,6 +92,11 @@ class Topic:
     @property
     def is_view(self) -> bool:
         return SOURCE in self.configs
+
+    @property
+    def stateful(self) -> bool:
+        """A view whose filter reads state: its source's records are fed to it on their own."""
+        return self.is_view and self.reads_state
 
     def config(self, name: str) -> str:
         return self.configs.get(name, self.defaults.get(name, ""))
@@ -230,9 +239,14 @@ class Catalog:
         try:
             self._derive(topic)
             if topic.is_view:
-                check_compilable(topic.filter)
+                check_compilable(topic.filter, self.spec)
         except CamusError as exc:
             raise TopicError(str(exc), "invalid_config") from None
+        if topic.stateful and self.get(topic.source).compacted:
+            raise TopicError(f"{FILTER} reads state, and {topic.source!r} is compacted "
+                             f"(cleanup.policy={self.get(topic.source).config('cleanup.policy')}): "
+                             "a view with state is its filter over every record of its source, "
+                             "in order, which compaction removes from under it", "invalid_config")
         return topic
 
     def _number(self, name: str) -> int:
@@ -272,14 +286,15 @@ class Catalog:
 
     def set_configs(self, topic: Topic, checked: Topic) -> None:
         """Give `topic` the configs, schema and filter of `checked` (from `check`), saved."""
-        old = (topic.configs, topic.schema, topic.filter)
+        old = (topic.configs, topic.schema, topic.filter, topic.lanes, topic.reads_state)
         if checked.configs.get(SCHEMA) != topic.configs.get(SCHEMA):
             topic.schema = checked.schema  # else the old one, with what it counted
         topic.configs, topic.filter = checked.configs, checked.filter
+        topic.lanes, topic.reads_state = checked.lanes, checked.reads_state
         try:
             self.save()
         except OSError:
-            topic.configs, topic.schema, topic.filter = old
+            topic.configs, topic.schema, topic.filter, topic.lanes, topic.reads_state = old
             raise
 
     def set_partitions(self, topic: Topic, count: int) -> None:
@@ -310,5 +325,5 @@ class Catalog:
             source = self.get(topic.source)
             schema = source.schema if source else None
             topic.schema = schema
-            text = topic.configs[FILTER]
-            topic.filter = view_filter(self.spec, schema, text)
+            view = parse_view(self.spec, schema, topic.configs[FILTER])
+            topic.filter, topic.lanes, topic.reads_state = view.filter, view.lanes, view.stateful

@@ -174,13 +174,13 @@ class DataPlane(abc.ABC):
         writes): EntryError for a cell the register lacks or a value wider than its cells."""
         if not 0 <= index < self._register_slots(register):
             raise EntryError(f"register {register!r} has no cell {index}")
-        width = self._register_var(register).cell_width
+        width = self.register_var(register).cell_width
         if not isinstance(cell, int) or not 0 <= cell < 1 << width:
             raise EntryError(f"register {register!r}: a cell is an integer of {width} bits, "
                              f"not {cell!r}")
         self._write_cell(register, index, cell)
 
-    def _register_var(self, register: str):
+    def register_var(self, register: str):
         """The declared state (pipeline.model.StateVar) whose bank `register` is."""
         for app in self.pipeline.applications:
             for var in app.state.vars if app.state else ():
@@ -189,7 +189,7 @@ class DataPlane(abc.ABC):
         raise EntryError(f"no register named {register!r}")
 
     def _register_slots(self, register: str) -> int:
-        return self._register_var(register).slots
+        return self.register_var(register).slots
 
     def _reset_cells(self, register: str, first: int, count: int) -> None:
         raise NotImplementedError(f"{type(self).__name__} holds no registers")

@@ -258,10 +258,10 @@ class NativeDataPlane(DataPlane):
 
     def _read_cell(self, register: str, index: int) -> int:
         (tag, n, s), = self._sw.read_cells(self._registers[register], index, 1)
-        return pack_cell(self._register_var(register), tag, n, s)
+        return pack_cell(self.register_var(register), tag, n, s)
 
     def _write_cell(self, register: str, index: int, cell: int) -> None:
-        tag, n, s = unpack_cell(self._register_var(register), cell)
+        tag, n, s = unpack_cell(self.register_var(register), cell)
         self._sw.write_cell(self._registers[register], index, tag, n, s)
 
     # ---- counters ----

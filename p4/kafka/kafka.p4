@@ -6,6 +6,11 @@
 // (integers, or strings of up to 8 bytes, space-padded), so one static pipeline serves every
 // topic. A record larger than one packet is split into fragments that all carry the same
 // header but for the fragment fields, so every fragment gets the same forwarding decision.
+//
+// After the slots: the record's timestamp (Kafka's, milliseconds, as stored in the log), the
+// time every state window runs on (docs/stateful.md, "Kafka views"), and two 32-bit lanes
+// that carry the fields a stateful view averages, in the packets fed to that view (0 in
+// every other packet).
 
 header kafka {
     bit<32> topic_id;
@@ -22,6 +27,9 @@ header kafka {
     bit<64> slot5;
     bit<64> slot6;
     bit<64> slot7;
+    bit<64> timestamp;
+    bit<32> avg0;
+    bit<32> avg1;
 }
 
 @pragma udp_port(9094)
@@ -35,3 +43,14 @@ header kafka {
 @pragma query_field(kafka.slot5)
 @pragma query_field(kafka.slot6)
 @pragma query_field(kafka.slot7)
+
+// State a view's filter may read (docs/stateful.md, "Kafka views"), every one with a window
+// of one second (10^6 µs) on the records' timestamps and 65,536 register cells: one per view
+// partition that uses it. One bank each: a view with state is fed its records on its own
+// (under its own topic number), so no two rules with state are ever in scope of one packet.
+@pragma query_timestamp(kafka.timestamp, ms)
+@pragma query_banks(1)
+@pragma query_counter(records, 1000000, 65536)
+@pragma query_meter(arrivals, packets, 1000000, 65536)
+@pragma query_average(kafka.avg0, 1000000, 65536)
+@pragma query_average(kafka.avg1, 1000000, 65536)

@@ -235,6 +235,9 @@ def handle_describe_configs(ctx, request):
             else:
                 counters = [_config(f"camus.stats.{k}", str(v), DEFAULT_CONFIG, True)
                             for k, v in sorted(broker.topic_counters(topic).items())]
+                # A view with state: its instances, read from the switch's registers.
+                counters += [_config(f"camus.state.{k}", v, DEFAULT_CONFIG, True)
+                             for k, v in sorted(broker.view_state(topic).items())]
                 entry["configs"] = topic_configs(topic, keys) + [
                     c for c in counters if keys is None or c["name"] in keys]
         elif r.resource_type == BROKER_RESOURCE and not authorize.cluster(ctx, acl.DESCRIBE_CONFIGS):

@@ -25,7 +25,7 @@ from types import ModuleType
 
 # The interface this checkout's callers are written against: shim/native/src/lib.rs
 # `ABI_VERSION`, bumped with it whenever a function or class there changes.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 def load() -> ModuleType | None:

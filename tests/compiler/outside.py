@@ -97,7 +97,7 @@ def _int() -> App:
 def _kafka() -> App:
     fs = [F("kafka.topic_id", 32, "exact", False, 0), F("kafka.partition", 32, "range", False, 32)]
     fs += [F(f"kafka.slot{i}", 64, "range", False, 192 + 64 * i) for i in range(8)]
-    return App("kafka", (ROOT / "p4/kafka/kafka.p4").read_text(), fs, 88, 9094, "single")
+    return App("kafka", (ROOT / "p4/kafka/kafka.p4").read_text(), fs, 104, 9094, "single")
 
 
 PRODUCT_APPS = {"itch": _itch, "int": _int, "kafka": _kafka}

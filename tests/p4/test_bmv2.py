@@ -103,9 +103,9 @@ PACKETS = {
     # INT: shim and MD header, then the top hop (switch id, ports, hop latency, queue)
     "int": [_udp(bytes(16) + struct.pack("!IHHII", 2, 0, 0, 200, 0), 1337),
             _udp(bytes(16) + struct.pack("!IHHII", 9, 0, 0, 9000, 0), 1337)],
-    # Kafka: topic, partition, then the rest of the 88-byte header
-    "kafka": [_udp(struct.pack("!II", 2, 0) + bytes(80), 9094),
-              _udp(struct.pack("!II", 1, 0) + bytes(80), 9094)],
+    # Kafka: topic, partition, then the rest of the 104-byte header
+    "kafka": [_udp(struct.pack("!II", 2, 0) + bytes(96), 9094),
+              _udp(struct.pack("!II", 1, 0) + bytes(96), 9094)],
 }
 
 

@@ -293,8 +293,8 @@ def test_three_applications_in_one_program_each_match_the_software_switch(tmp_pa
     pipeline, entries = build(apps)
     interp, ref = _targets(pipeline, entries)
     frames = [udp_frame(mold_payload(SESSION, 1, [add_order(b"GOOGL", 1, 1)]), dst_port=1234),
-              udp_frame(bytes(40), dst_port=1337), udp_frame(bytes(88), dst_port=9094),
-              udp_frame((1).to_bytes(4, "big") + bytes(84), dst_port=9094)]
+              udp_frame(bytes(40), dst_port=1337), udp_frame(bytes(104), dst_port=9094),
+              udp_frame((1).to_bytes(4, "big") + bytes(100), dst_port=9094)]
     for frame in frames:
         assert interp.process(frame, 0) == ref.process(frame, 0)
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.spec import load_spec
-from shim.reframe import (HEADER, Reassembler, Record, decode_record, encode_record,
-                          ipv4_checksum, packets)
+from shim.reframe import (HEADER, TIME_MODULUS, Reassembler, Record, decode_record,
+                          encode_record, ipv4_checksum, packets)
 from shim.subscriptions import KAFKA_SPEC
 
 
@@ -17,7 +17,7 @@ def test_header_layout_is_kafka_p4():
     spec = load_spec(KAFKA_SPEC)
     (h,) = spec.headers
     fmt = {8: "B", 16: "H", 32: "I", 64: "Q"}
-    assert ">" + "".join(fmt[f.width] for f in h.fields) == ">IIQHHI" + "Q" * 8
+    assert ">" + "".join(fmt[f.width] for f in h.fields) == ">IIQHHI" + "Q" * 8 + "QII"
     assert HEADER.size * 8 == h.bits
 
 
@@ -90,3 +90,20 @@ def test_frames_have_valid_ipv4_and_udp_lengths(payload, src, dst, sport, dport)
     assert int.from_bytes(frame[38:40], "big") == 8 + len(payload)
     assert frame[34:38] == sport.to_bytes(2, "big") + dport.to_bytes(2, "big")
     assert frame[42:] == payload
+
+
+@settings(max_examples=100, deadline=None)
+@given(records, st.lists(st.integers(0, 2**64 - 1), min_size=8, max_size=8),
+       st.lists(st.integers(0, 7), max_size=2), st.integers(1, 3000))
+def test_single_packets_carry_timestamp_and_lanes(record, slots, lanes, fragment):
+    """A packet fed to a stateful view: one per record (by reference when it needs
+    fragments), the record's timestamp as a u64 and each lane's slot in 32 bits."""
+    frames = packets(7, 3, 9, slots, record, fragment=fragment, lanes=tuple(lanes), single=True)
+    assert len(frames) == 1
+    *_, ts, avg0, avg1 = HEADER.unpack_from(frames[0], 42)
+    assert ts == record.timestamp % TIME_MODULUS and TIME_MODULUS % 86_400_000 == 0
+    assert TIME_MODULUS * 1000 < 2**48 <= (TIME_MODULUS + 86_400_000) * 1000
+    want = [slots[k] % 2**32 for k in lanes] + [0] * (2 - len(lanes))
+    assert [avg0, avg1] == want
+    whole = len(encode_record(record)) <= fragment
+    assert Reassembler().push(frames[0]) == (7, 3, 9, record if whole else None)

@@ -33,12 +33,12 @@ records = st.lists(st.builds(
 ), max_size=12)
 
 
-def reference(topic, partition, recs, slots, shift, fragment):
+def reference(topic, partition, recs, slots, shift, fragment, lanes=None, single=False):
     frames, owner = [], []
     for j, r in enumerate(recs):
         got = reframe.packets(topic, partition, r.offset + shift, slots[j] if slots else [0] * 8,
                               reframe.Record(r.timestamp, r.key, r.value, tuple(r.headers)),
-                              fragment=fragment)
+                              fragment=fragment, lanes=lanes, single=single)
         frames += got
         owner += [j] * len(got)
     return (b"".join(frames), struct.pack(f"<{len(frames)}I", *map(len, frames)),
@@ -58,12 +58,16 @@ def test_frames_are_the_references_bytes(recs, data):
     n = data.draw(st.sampled_from(sizes))
     fragment = data.draw(st.sampled_from([1, 7, 1400, n, max(1, n - 1), n + 1, max(1, n // 2),
                                           max(1, n // 3)]))
-    got = reframe.frame_records(topic, partition, recs, slots, shift, fragment=fragment)
-    assert got == reference(topic, partition, recs, slots, shift, fragment)
+    # packets fed to a stateful view: average lanes, one packet per record
+    lanes = tuple(data.draw(st.lists(st.integers(0, 7), max_size=2)))
+    single = data.draw(st.booleans())
+    got = reframe.frame_records(topic, partition, recs, slots, shift, fragment=fragment,
+                                lanes=lanes, single=single)
+    assert got == reference(topic, partition, recs, slots, shift, fragment, lanes, single)
     if slots is not None:  # the same slots packed, as Schema.extract_packed gives them
         packed = b"".join(struct.pack("<8Q", *s) for s in slots)
-        assert reframe.frame_records(topic, partition, recs, packed, shift,
-                                     fragment=fragment) == got
+        assert reframe.frame_records(topic, partition, recs, packed, shift, fragment=fragment,
+                                     lanes=lanes, single=single) == got
 
 
 @pytest.mark.parametrize("size", [0, 1400 - 14, 1400 - 13, 2 * 1400 - 14, 1 << 20, 3 << 19])

@@ -291,12 +291,23 @@ fn framing(
     shift: &Bound<'_, PyAny>,
     template: &[u8],
     fragment: usize,
+    lanes: [i64; reframe::LANES],
+    single: bool,
 ) -> Option<(u32, u32, i64, reframe::Framer)> {
+    let mut framer = reframe::Framer::new(template, fragment)?;
+    for (i, &k) in lanes.iter().enumerate() {
+        framer.lanes[i] = match k {
+            -1 => None,
+            0..=7 => Some(k as usize),
+            _ => return None,
+        };
+    }
+    framer.single = single;
     Some((
         topic.extract::<u32>().ok()?,
         partition.extract::<u32>().ok()?,
         shift.extract::<i64>().ok()?,
-        reframe::Framer::new(template, fragment)?,
+        framer,
     ))
 }
 
@@ -304,8 +315,10 @@ fn framing(
 /// LE record index per frame), or None when the reference must run (see src/reframe.rs).
 /// `slots`: per record a sequence of eight ints, or eight u64 LE per record packed in one
 /// bytes (`Schema.extract_packed`), or None for all zero; `template`: the reference framer's
-/// frame around an empty payload.
+/// frame around an empty payload; `lanes`: per average lane its slot or -1; `single`: one
+/// frame per record (`reframe.packets`).
 #[pyfunction]
+#[pyo3(signature = (records, slots, topic, partition, shift, template, fragment, lanes=[-1, -1], single=false))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn frame_records<'py>(
     py: Python<'py>,
@@ -316,9 +329,11 @@ fn frame_records<'py>(
     shift: &Bound<'py, PyAny>,
     template: &[u8],
     fragment: usize,
+    lanes: [i64; reframe::LANES],
+    single: bool,
 ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
     let Some((topic, partition, shift, mut framer)) =
-        framing(topic, partition, shift, template, fragment)
+        framing(topic, partition, shift, template, fragment, lanes, single)
     else {
         return Ok(None);
     };
@@ -375,8 +390,10 @@ fn frame_records<'py>(
 /// body, record_count, base_offset, base_timestamp), numbered `offset + shift`, their slots read by `paths`
 /// (`JsonPaths.slots` with `fields`; None: all 0). (frames, lengths, owner, misses as
 /// `slots` counts them), or None when `decode_records`, `JsonPaths.slots` or the framing
-/// would defer; then the caller runs that path (and counts no misses from here).
+/// would defer; then the caller runs that path (and counts no misses from here). `lanes`,
+/// `single`: as `frame_records` takes them.
 #[pyfunction]
+#[pyo3(signature = (section, paths, fields, topic, partition, shift, template, fragment, lanes=[-1, -1], single=false))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn frame_body<'py>(
     py: Python<'py>,
@@ -388,11 +405,13 @@ fn frame_body<'py>(
     shift: &Bound<'py, PyAny>,
     template: &[u8],
     fragment: usize,
+    lanes: [i64; reframe::LANES],
+    single: bool,
 ) -> PyResult<
     Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Vec<(usize, u64)>)>,
 > {
     let Some((topic, partition, shift, mut framer)) =
-        framing(topic, partition, shift, template, fragment)
+        framing(topic, partition, shift, template, fragment, lanes, single)
     else {
         return Ok(None);
     };
@@ -580,7 +599,7 @@ fn tally_copies(
 /// The interface version shim/native_kafka.py checks at import, so a build from older source
 /// falls back loudly instead of misbehaving: bump both together whenever a function or class
 /// here changes its signature or meaning.
-const ABI_VERSION: u32 = 2;
+const ABI_VERSION: u32 = 3;
 
 #[pymodule(name = "_native")]
 fn camus_shim_native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -4,17 +4,24 @@
 //! `shim/reframe.py` is the reference: record encoding (timestamp i64, key and value as i32
 //! length + bytes with -1 = null, u16 header count, per header u16-length UTF-8 name and a
 //! nullable value), fragments of `fragment` bytes each carrying the camus Kafka header
-//! (`>IIQHHI8Q`: topic, partition, offset, fragment index, fragment count, body length, eight
-//! slots), and Ethernet/IPv4/UDP around it (IPv4 checksum over the fixed words plus the total
+//! (`>IIQHHI8QQII`: topic, partition, offset, fragment index, fragment count, body length,
+//! eight slots, the record's timestamp modulo `TIME_MODULUS`, two average lanes), and
+//! Ethernet/IPv4/UDP around it (IPv4 checksum over the fixed words plus the total
 //! length, UDP checksum 0). The Ethernet/IP/UDP words come from the reference's own framer
 //! (a template frame with an empty payload), so addressing is defined in one place.
 //! A record larger than `MAX_RECORD`, or one the encoding cannot hold, is one by-reference
-//! frame (fragment count `BY_REFERENCE`, no body), as the reference frames it. Where the
+//! frame (fragment count `BY_REFERENCE`, no body), as the reference frames it; so is, with
+//! `single` (packets fed to a stateful view), a record that needs more than one fragment.
+//! Where the
 //! reference would raise (an IPv4 length past 65535), the binding answers None and the
 //! reference runs.
 
 pub const ETH_IP_UDP: usize = 42;
-pub const HEADER: usize = 4 + 4 + 8 + 2 + 2 + 4 + 8 * 8; // 88
+pub const HEADER: usize = 4 + 4 + 8 + 2 + 2 + 4 + 8 * 8 + 8 + 4 + 4; // 104
+/// `reframe.LANES`: the average lanes after the timestamp.
+pub const LANES: usize = 2;
+/// `reframe.TIME_MODULUS`: the header's timestamp is the record's (ms) modulo 3,257 days.
+pub const TIME_MODULUS: i64 = 3257 * 86_400_000;
 /// `reframe.MAX_RECORD`: the largest record encoding sent in fragments (1.5 MiB).
 pub const MAX_RECORD: usize = (1 << 20) + (1 << 19);
 /// `reframe.BY_REFERENCE`: the fragment count of a record's only frame when it is not in it.
@@ -72,6 +79,10 @@ pub struct Framer {
     base: u32, // one's-complement sum of the IPv4 header words but total length and checksum
     pub fragment: usize,
     body: Vec<u8>,
+    /// per average lane, the slot it carries (`reframe.lane_values`), or None
+    pub lanes: [Option<usize>; LANES],
+    /// one frame per record: a record needing fragments goes by reference
+    pub single: bool,
 }
 
 impl Framer {
@@ -93,6 +104,8 @@ impl Framer {
             base,
             fragment,
             body: Vec::new(),
+            lanes: [None; LANES],
+            single: false,
         })
     }
 
@@ -112,7 +125,11 @@ impl Framer {
         let fragments = self.body.len().div_ceil(self.fragment).max(1);
         // (frames, the header's fragment count, its body length)
         let (count, count_field, length) =
-            if !encoded || self.body.len() > MAX_RECORD || fragments > 0xFFFF {
+            if !encoded
+                || self.body.len() > MAX_RECORD
+                || fragments > 0xFFFF
+                || (self.single && fragments > 1)
+            {
                 self.body.clear(); // by reference: the header alone
                 (1, BY_REFERENCE, 0u32)
             } else {
@@ -127,6 +144,11 @@ impl Framer {
         head[20..24].copy_from_slice(&length.to_be_bytes());
         for (k, s) in slots.iter().enumerate() {
             head[24 + 8 * k..32 + 8 * k].copy_from_slice(&s.to_be_bytes());
+        }
+        head[88..96].copy_from_slice(&r.timestamp.rem_euclid(TIME_MODULUS).to_be_bytes());
+        for (i, lane) in self.lanes.iter().enumerate() {
+            let v = lane.map_or(0, |k| slots[k] as u32);
+            head[96 + 4 * i..100 + 4 * i].copy_from_slice(&v.to_be_bytes());
         }
         for i in 0..count {
             let chunk = &self.body[(i * self.fragment).min(len)..((i + 1) * self.fragment).min(len)];
