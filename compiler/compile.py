@@ -148,7 +148,6 @@ def _compile_rules(spec: Spec, rules: Sequence[Rule], field_order: Sequence[str]
             spec, rules, field_order, static, max_entries, on_estimate)):
         # 1M hICN rules: entries straight from the values, the diagram built only if read.
         # A spec declaring state whose rules use none (hicn.p4's meter) still goes this way.
-        fast.with_state = bool(spec.state_vars)
         return _emit(spec, rules, len(rules), fast.diagram(), fast.stages, fast.predicted,
                      static, started, fast)
     elif spec.state_vars:
@@ -253,7 +252,8 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
     app = lowering.application(spec, stages)
     state_width = tables.state_bits(states, static)
     contexts = 0
-    if fast is not None and fast.prepare(app.leaf_table, app.multicast_group, state_width):
+    if fast is not None and fast.prepare(app.leaf_table, app.multicast_group, state_width,
+                                        bool(app.state)):
         entries_doc, groups, per_table = fast, fast.groups, fast.per_table()
     elif state is not None:
         entries, groups, contexts = _emit_stateful(d, stages, app, reachable, state_width, state)
@@ -266,7 +266,7 @@ def _emit(spec: Spec, rules: Sequence[Rule], conjunctions: int, d: diagram.Diagr
                                       app.multicast_group, state_width, verdicts=verdicts)
         entries_doc = {"camus_entries": entries_json.ENTRIES_VERSION, "table_entries": entries,
                        "multicast_groups": groups}
-        if spec.state_vars:  # state declared, used by no rule: the state tables stay empty
+        if app.state:  # state declared, used by no rule: the state tables stay empty
             entries_doc["camus_entries"] = entries_json.STATE_ENTRIES_VERSION
             entries_doc["state_instances"] = []
         per_table = _per_table(entries)

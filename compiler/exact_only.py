@@ -58,9 +58,7 @@ class ExactOnly:
     def __init__(self, q: QueryField, ports_of: dict[int, frozenset], stages: list[Stage],
                  predicted: estimate.Estimate | None):
         self.q, self.ports_of, self.stages, self.predicted = q, ports_of, stages, predicted
-        # A spec that declares state makes a pipeline with state tables even when no rule
-        # uses them: its entries.json is version 3, with (here empty) `state_instances`.
-        self.with_state = False
+        self.with_state = False  # set by `prepare`
 
     def states(self) -> int:
         """The diagram's states, all reachable: the root, a leaf per port set, the dead state
@@ -74,11 +72,15 @@ class ExactOnly:
         """The decision diagram, built when first read."""
         return _OnDemand(lambda: _diagram(self.q, self.ports_of))
 
-    def prepare(self, leaf_table: str, group: int, state_width: int) -> bool:
+    def prepare(self, leaf_table: str, group: int, state_width: int,
+                with_state: bool = False) -> bool:
         """Ready `document()` and `write()` to give the entries.json `tables.emit` makes from
         the diagram, when the dead state is the root's default (every wide field: it spans all
         the values no rule names); False otherwise (a field so narrow that a leaf spans more:
-        the general emit, from the diagram)."""
+        the general emit, from the diagram). `with_state`: the application declares state (its
+        rules use none, or they would not be here), so entries.json is version 3 with an empty
+        `state_instances`."""
+        self.with_state = with_state
         q, ports_of = self.q, self.ports_of
         gap = q.max_value + 1 - len(ports_of)  # values no rule names: the dead state's span
         if not gap:
